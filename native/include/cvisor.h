@@ -1,0 +1,145 @@
+/*
+ * cvisor.h — the whole C ABI of libcvisor.so. src/core/native.ts is the only
+ * module that binds it (koffi); keep the two in step.
+ *
+ * A run, in four steps:
+ *
+ *   cv_run *r = cv_run_new(helper_path);      // helper: path of cvisor-helper
+ *   cv_run_add_arg(r, "ls"); cv_run_add_env(r, "PATH=/usr/bin");
+ *   cv_run_set_stdio(r, 0, out_fd, 2);        // fds of this process, dup'd
+ *   int done_fd; cv_run_start(r, &done_fd);   // returns at once
+ *   ... poll done_fd: it reaches EOF when the run is over ...
+ *   cv_run_result res; cv_run_get_result(r, &res);
+ *   cv_run_free(r);                           // the caller closes done_fd
+ *
+ * Every function returning int returns 0 or a negative cv_error / -errno.
+ * Strings passed in are copied; the caller keeps ownership.
+ * No function blocks for longer than it takes to queue work: the spawn, the
+ * supervision and the teardown happen on threads owned by the library.
+ */
+#ifndef CVISOR_H
+#define CVISOR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CV_ABI_VERSION 1
+
+#define CV_API __attribute__((visibility("default")))
+
+/* Errors of cvisor itself (never the guest's). Mirrored in src/core/errors.ts. */
+enum cv_error {
+    CV_OK = 0,
+    CV_ERR_NOMEM = -1001,          /* out of memory */
+    CV_ERR_INVALID = -1002,        /* bad argument (empty argv, bad fd, ...) */
+    CV_ERR_STATE = -1003,          /* call not valid in the run's current state */
+    CV_ERR_HELPER = -1004,         /* cvisor-helper missing or not executable */
+    CV_ERR_SPAWN = -1005,          /* fork/exec of the helper failed */
+    CV_ERR_SECCOMP = -1006,        /* seccomp user notification unavailable */
+    CV_ERR_LANDLOCK = -1007,       /* Landlock unavailable or refused */
+    CV_ERR_HANDSHAKE = -1008,      /* helper died before handing over the listener */
+    CV_ERR_PIDFD = -1009,          /* pidfd_open / pidfd_getfd unavailable */
+    CV_ERR_CWD = -1010,            /* working directory cannot be entered */
+};
+
+/* Network policy. */
+enum cv_network {
+    CV_NET_ALLOW = 0,  /* AF_INET/AF_INET6 allowed (listening still needs allow_listen) */
+    CV_NET_DENY = 1,   /* AF_INET/AF_INET6 sockets fail with EACCES in BPF */
+};
+
+/* How a run ended (cv_run_result.state). */
+enum cv_run_state {
+    CV_RUN_EXITED = 1,     /* guest exited: exit_code */
+    CV_RUN_SIGNALED = 2,   /* guest killed by signal: signal */
+    CV_RUN_EXEC_FAILED = 3,/* guest command could not be executed: exec_errno */
+    CV_RUN_FAILED = 4,     /* cvisor failed before the guest ran: error, message */
+};
+
+typedef struct cv_run cv_run;
+
+typedef struct cv_run_result {
+    int32_t state;         /* enum cv_run_state */
+    int32_t exit_code;     /* CV_RUN_EXITED: the guest's status, else -1 */
+    int32_t signal;        /* CV_RUN_SIGNALED: the signal number, else 0 */
+    int32_t timed_out;     /* 1 when the deadline killed the tree */
+    int32_t killed;        /* 1 when cv_run_kill() killed the tree */
+    int32_t exec_errno;    /* CV_RUN_EXEC_FAILED: errno of execvp (ENOENT, EACCES, ...) */
+    int32_t error;         /* CV_RUN_FAILED: enum cv_error */
+    int32_t pad_;
+    double duration_ms;    /* from cv_run_start to the end of the tree */
+    double user_ms;        /* rusage of the guest tree (children of the init) */
+    double system_ms;
+    int64_t max_rss_kb;
+    uint64_t notifications;/* seccomp notifications handled for this run */
+    char message[256];     /* CV_RUN_FAILED: one line saying what went wrong */
+} cv_run_result;
+
+/* Create a run description. helper_path: the cvisor-helper binary. NULL on ENOMEM. */
+CV_API cv_run *cv_run_new(const char *helper_path);
+CV_API int cv_run_add_arg(cv_run *r, const char *arg);          /* argv[0] is looked up in the guest PATH */
+CV_API int cv_run_add_env(cv_run *r, const char *key_eq_value); /* the guest environment, exactly */
+CV_API int cv_run_set_cwd(cv_run *r, const char *dir);          /* default: the caller's cwd */
+/* Fds of the calling process given to the guest as 0, 1, 2 (-1: /dev/null). They are
+ * dup'd into the guest at start; the caller may close its copies after cv_run_start. */
+CV_API int cv_run_set_stdio(cv_run *r, int in_fd, int out_fd, int err_fd);
+CV_API int cv_run_set_network(cv_run *r, int network /* enum cv_network */);
+CV_API int cv_run_set_allow_listen(cv_run *r, int allow);
+CV_API int cv_run_set_timeout_ms(cv_run *r, uint32_t ms);       /* 0: none */
+CV_API int cv_run_set_hostname(cv_run *r, const char *name);    /* reserved for the overlay; copied */
+
+/* Start the run. *done_fd receives a non-blocking, close-on-exec pipe read end that
+ * reaches EOF when the run is over (also on a failed start). The caller owns it and
+ * closes it. The stdio fds are dup'd before this returns. */
+CV_API int cv_run_start(cv_run *r, int *done_fd);
+/* Ask for the whole tree to be killed (setsid daemons and double forks included).
+ * Asynchronous and idempotent. */
+CV_API int cv_run_kill(cv_run *r);
+/* After done_fd reached EOF: the result. CV_ERR_STATE before that. */
+CV_API int cv_run_get_result(cv_run *r, cv_run_result *out);
+/* JSON object {"openat": 12, ...}: notifications per syscall name. Returns the length
+ * that the whole text needs (excluding NUL); writes at most len-1 bytes plus NUL. */
+CV_API int cv_run_stats_json(cv_run *r, char *buf, size_t len);
+/* Free everything. If the run is still going it is killed first (asynchronously). */
+CV_API void cv_run_free(cv_run *r);
+
+/* Create a pipe for the caller: fds[0] read end, fds[1] write end, both O_CLOEXEC
+ * and blocking (libuv makes its own end non-blocking). Node has no pipe(2); used
+ * for captured stdout/stderr and for stdin contents. */
+CV_API int cv_pipe(int fds[2]);
+/* close(2), for callers without one. */
+CV_API int cv_close(int fd);
+
+/* Feature probe for `cvisor doctor`: tries each feature for real. */
+typedef struct cv_probe_result {
+    int32_t seccomp_unotify;   /* 1 ok, 0 missing; *_errno says why */
+    int32_t seccomp_errno;
+    int32_t addfd_send;
+    int32_t addfd_errno;
+    int32_t sync_wakeup;
+    int32_t killable_recv;
+    int32_t pidfd_open;
+    int32_t pidfd_getfd;
+    int32_t pidfd_errno;
+    int32_t landlock_abi;      /* 0: unavailable */
+    int32_t landlock_errno;
+    int32_t proc_mem_force;    /* forced write to /proc/pid/mem of a read-only page works */
+    int32_t proc_mem_errno;
+    int32_t helper_ok;         /* helper exists and ran `cvisor-helper probe` */
+    int32_t helper_errno;
+    int32_t pad_;
+} cv_probe_result;
+CV_API int cv_probe(const char *helper_path, cv_probe_result *out);
+
+/* Name of an error code, e.g. "CV_ERR_HELPER"; a sentence for -errno values. */
+CV_API const char *cv_strerror(int err);
+CV_API int cv_abi_version(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
