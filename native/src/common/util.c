@@ -1,0 +1,57 @@
+#include "util.h"
+
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+
+ssize_t cv_read_full(int fd, void *buf, size_t len) {
+    size_t done = 0;
+    while (done < len) {
+        ssize_t n = CV_RETRY(read(fd, (char *)buf + done, len - done));
+        if (n < 0) return -1;
+        if (n == 0) break;
+        done += (size_t)n;
+    }
+    return (ssize_t)done;
+}
+
+ssize_t cv_write_full(int fd, const void *buf, size_t len) {
+    size_t done = 0;
+    while (done < len) {
+        ssize_t n = CV_RETRY(write(fd, (const char *)buf + done, len - done));
+        if (n < 0) return -1;
+        done += (size_t)n;
+    }
+    return (ssize_t)done;
+}
+
+ssize_t cv_readlinkat(int dirfd, const char *path, char *buf, size_t len) {
+    ssize_t n = readlinkat(dirfd, path, buf, len - 1);
+    if (n < 0) return -errno;
+    if ((size_t)n >= len - 1) return -ENAMETOOLONG;
+    buf[n] = 0;
+    return n;
+}
+
+ssize_t cv_readlink(const char *path, char *buf, size_t len) {
+    return cv_readlinkat(AT_FDCWD, path, buf, len);
+}
+
+ssize_t cv_read_small(const char *path, char *buf, size_t len) {
+    cv_autoclose int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return -errno;
+    ssize_t n = cv_read_full(fd, buf, len - 1);
+    if (n < 0) return -errno;
+    buf[n] = 0;
+    return n;
+}
+
+long cv_proc_field(const char *text, const char *key) {
+    size_t klen = strlen(key);
+    for (const char *p = text; p && *p;) {
+        if (strncmp(p, key, klen) == 0 && p[klen] == ':') return strtol(p + klen + 1, NULL, 10);
+        p = strchr(p, '\n');
+        if (p) p++;
+    }
+    return -1;
+}

@@ -1,0 +1,47 @@
+/* Small helpers shared by the library and the helper binary. */
+#ifndef CV_UTIL_H
+#define CV_UTIL_H
+
+#include <errno.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+/* Retry a call while it fails with EINTR. */
+#define CV_RETRY(expr)                                                                 \
+    ({                                                                                 \
+        __typeof__(expr) cv_r_;                                                        \
+        do cv_r_ = (expr);                                                             \
+        while (cv_r_ == -1 && errno == EINTR);                                         \
+        cv_r_;                                                                         \
+    })
+
+/* Scope-bound cleanup: `cv_autoclose int fd = open(...)` closes on every return. */
+static inline void cv_close_ptr(int *fd) {
+    if (*fd >= 0) {
+        int saved = errno;
+        close(*fd);
+        errno = saved;
+    }
+}
+#define cv_autoclose __attribute__((cleanup(cv_close_ptr)))
+
+/* Give up ownership of an fd held in a cv_autoclose variable. */
+static inline int cv_steal_fd(int *fd) {
+    int v = *fd;
+    *fd = -1;
+    return v;
+}
+
+ssize_t cv_read_full(int fd, void *buf, size_t len);
+ssize_t cv_write_full(int fd, const void *buf, size_t len);
+/* readlink into buf (NUL-terminated); returns length or -errno. */
+ssize_t cv_readlink(const char *path, char *buf, size_t len);
+ssize_t cv_readlinkat(int dirfd, const char *path, char *buf, size_t len);
+/* Read a small file (e.g. under /proc) into buf, NUL-terminated. Returns length or -errno. */
+ssize_t cv_read_small(const char *path, char *buf, size_t len);
+/* Parse "Key:\t<number>" from a /proc status-like text. -1 if missing. */
+long cv_proc_field(const char *text, const char *key);
+
+#endif

@@ -1,0 +1,58 @@
+/* One notification being answered, and the handlers (one syscall family per file). */
+#ifndef CV_HANDLERS_H
+#define CV_HANDLERS_H
+
+#include <linux/seccomp.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "supervisor/run.h"
+
+enum cv_reply_kind {
+    CV_REPLY_ERRNO = 1, /* fail with err */
+    CV_REPLY_VALUE,     /* succeed with val */
+    CV_REPLY_CONTINUE,  /* let the kernel run the call as issued */
+    CV_REPLY_DONE,      /* the handler already answered (ADDFD|SEND) */
+};
+
+struct cv_reply {
+    int kind;
+    int err;
+    int64_t val;
+};
+
+struct cv_notif {
+    struct cv_run *run;
+    const struct seccomp_notif *req;
+    int listener;
+    pid_t tid;
+    pid_t tgid; /* 0 until cv_notif_tgid() */
+};
+
+static inline struct cv_reply cv_err(int e) { return (struct cv_reply){CV_REPLY_ERRNO, e, 0}; }
+static inline struct cv_reply cv_val(int64_t v) { return (struct cv_reply){CV_REPLY_VALUE, 0, v}; }
+static inline struct cv_reply cv_continue(void) { return (struct cv_reply){CV_REPLY_CONTINUE, 0, 0}; }
+
+/* The notification is still pending (the thread did not die, its tid not reused). */
+int cv_notif_valid(const struct cv_notif *n);
+pid_t cv_notif_tgid(struct cv_notif *n);
+/* Read a path argument; then checks validity. 0 or -errno. */
+int cv_notif_path(struct cv_notif *n, uint64_t addr, char *buf, size_t len);
+/* Install fd in the guest as the syscall's result (ADDFD|SEND). */
+struct cv_reply cv_notif_inject(struct cv_notif *n, int fd, int cloexec);
+/* A duplicate of the guest's fd (shares the open file description). -errno on failure. */
+int cv_notif_dup_fd(struct cv_notif *n, int guest_fd);
+
+struct cv_reply cv_dispatch(struct cv_notif *n);
+
+struct cv_reply cv_h_open(struct cv_notif *n);
+struct cv_reply cv_h_exec(struct cv_notif *n);
+struct cv_reply cv_h_mutate(struct cv_notif *n);
+struct cv_reply cv_h_meta(struct cv_notif *n);
+struct cv_reply cv_h_sock(struct cv_notif *n);
+struct cv_reply cv_h_signal(struct cv_notif *n);
+
+/* A device the guest may write: null, zero, full, tty, ptmx, or its own terminal. */
+int cv_writable_device(const struct cv_run *r, dev_t rdev);
+
+#endif

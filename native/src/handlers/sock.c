@@ -1,0 +1,53 @@
+/* bind and listen. Done by the supervisor on a dup of the guest's socket with
+ * its own copy of the address, so a racing thread cannot swap the address
+ * after the check. Inet ports need --allow-listen (port 0, the client's
+ * ephemeral bind, is always fine); unix socket paths would create a file. */
+#include <errno.h>
+#include <netinet/in.h>
+#include <stddef.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "common/util.h"
+#include "guest/mem.h"
+#include "handlers.h"
+
+static struct cv_reply do_bind(struct cv_notif *n) {
+    const __u64 *a = n->req->data.args;
+    struct sockaddr_storage ss;
+    socklen_t len = (socklen_t)a[2];
+    if (len > sizeof ss || len < sizeof(sa_family_t)) return cv_err(EINVAL);
+    memset(&ss, 0, sizeof ss);
+    if (cv_guest_read(n->tid, a[1], &ss, len) < 0) return cv_err(EFAULT);
+    if (!cv_notif_valid(n)) return cv_err(ESRCH);
+    if (ss.ss_family == AF_UNIX) {
+        const struct sockaddr_un *un = (const struct sockaddr_un *)&ss;
+        if (len > offsetof(struct sockaddr_un, sun_path) && un->sun_path[0]) return cv_err(EROFS);
+    } else if (ss.ss_family == AF_INET || ss.ss_family == AF_INET6) {
+        in_port_t port = ss.ss_family == AF_INET ? ((struct sockaddr_in *)&ss)->sin_port
+                                                 : ((struct sockaddr_in6 *)&ss)->sin6_port;
+        if (port && !n->run->allow_listen) return cv_err(EACCES);
+    }
+    cv_autoclose int dup = cv_notif_dup_fd(n, (int)a[0]);
+    if (dup < 0) return cv_err(dup == -EBADF ? EBADF : -dup);
+    return bind(dup, (struct sockaddr *)&ss, len) < 0 ? cv_err(errno) : cv_val(0);
+}
+
+static struct cv_reply do_listen(struct cv_notif *n) {
+    const __u64 *a = n->req->data.args;
+    cv_autoclose int dup = cv_notif_dup_fd(n, (int)a[0]);
+    if (dup < 0) return cv_err(-dup);
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof ss;
+    if (getsockname(dup, (struct sockaddr *)&ss, &len) < 0) return cv_err(errno);
+    if ((ss.ss_family == AF_INET || ss.ss_family == AF_INET6) && !n->run->allow_listen)
+        return cv_err(EACCES);
+    return listen(dup, (int)a[1]) < 0 ? cv_err(errno) : cv_val(0);
+}
+
+struct cv_reply cv_h_sock(struct cv_notif *n) {
+    return n->req->data.nr == __NR_bind ? do_bind(n) : do_listen(n);
+}

@@ -1,0 +1,149 @@
+/* cvisor-helper: the sandbox's init (static binary, spawned by the supervisor).
+ *
+ *   cvisor-helper init --ppid PID [--cwd DIR] [--no-network] -- CMD [ARGS...]
+ *   cvisor-helper probe
+ *
+ * init: subreaper, capabilities, NO_NEW_PRIVS, Landlock domain A, the seccomp
+ * filter (its listener fd number goes to the supervisor, which takes it with
+ * pidfd_getfd), then fork the guest (Landlock domain B: signal scope) and
+ * reap everything. The main guest's wait status and rusage are reported as a
+ * record on the status pipe (fd 3); the supervisor kills what is left. */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/filter.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include "common/landlock.h"
+#include "common/proto.h"
+#include "common/seccomp_defs.h"
+#include "common/util.h"
+#include "cvisor.h"
+#include "filter/table.h"
+#include "policy.h"
+
+int cv_helper_probe(void);
+
+static void send_rec(const struct cv_rec *r) { cv_write_full(CV_HELPER_STATUS_FD, r, sizeof *r); }
+
+static _Noreturn void setup_failed(int cv_err, int err, const char *what) {
+    struct cv_rec r = {.type = CV_REC_SETUP_FAILED, .a = cv_err, .b = err};
+    snprintf(r.text, sizeof r.text, "%s: %s", what, strerror(err));
+    send_rec(&r);
+    _exit(125);
+}
+
+static const int job_signals[] = {SIGINT, SIGQUIT, SIGTSTP, SIGTTIN, SIGTTOU, SIGPIPE, SIGHUP};
+
+static void set_job_signals(void (*handler)(int)) {
+    for (size_t i = 0; i < sizeof job_signals / sizeof job_signals[0]; i++) signal(job_signals[i], handler);
+}
+
+static int install_filter(int deny_network, int signals_scoped) {
+    static struct sock_filter code[CV_FILTER_MAX];
+    struct cv_filter_opts o = {.deny_network = deny_network, .signals_scoped = signals_scoped};
+    int n = cv_filter_build(&o, code, CV_FILTER_MAX);
+    if (n < 0) return -EINVAL;
+    struct sock_fprog prog = {.len = (unsigned short)n, .filter = code};
+    unsigned long flags = SECCOMP_FILTER_FLAG_NEW_LISTENER | SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV;
+    int fd = (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, flags, &prog);
+    if (fd < 0 && errno == EINVAL) /* kernels before 5.19 */
+        fd = (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER, &prog);
+    return fd < 0 ? -errno : fd;
+}
+
+static _Noreturn void run_guest(char **argv, int abi) {
+    set_job_signals(SIG_DFL);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    int r = cv_apply_scope_domain(abi);
+    if (r < 0) setup_failed(CV_ERR_LANDLOCK, -r, "landlock scope domain");
+    execvp(argv[0], argv);
+    struct cv_rec rec = {.type = CV_REC_EXEC_FAILED, .a = errno};
+    send_rec(&rec);
+    _exit(errno == ENOENT ? 127 : 126);
+}
+
+static int init_main(int argc, char **argv) {
+    long ppid = -1;
+    const char *cwd = NULL;
+    int deny_network = 0, i = 2;
+    for (; i < argc; i++) {
+        if (!strcmp(argv[i], "--")) { i++; break; }
+        if (!strcmp(argv[i], "--ppid") && i + 1 < argc) ppid = strtol(argv[++i], NULL, 10);
+        else if (!strcmp(argv[i], "--cwd") && i + 1 < argc) cwd = argv[++i];
+        else if (!strcmp(argv[i], "--no-network")) deny_network = 1;
+        else setup_failed(CV_ERR_INVALID, EINVAL, "cvisor-helper: bad argument");
+    }
+    if (i >= argc) setup_failed(CV_ERR_INVALID, EINVAL, "cvisor-helper: no command");
+    char **guest_argv = argv + i;
+
+    /* Die with the supervisor's spawner thread; refuse to run orphaned. */
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (ppid > 0 && getppid() != ppid) _exit(125);
+    fcntl(CV_HELPER_STATUS_FD, F_SETFD, FD_CLOEXEC);
+    fcntl(CV_HELPER_GO_FD, F_SETFD, FD_CLOEXEC);
+    syscall(SYS_close_range, CV_HELPER_GO_FD + 1, ~0u, 0);
+
+    if (cwd && chdir(cwd) < 0) setup_failed(CV_ERR_CWD, errno, cwd);
+    if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0) setup_failed(CV_ERR_SPAWN, errno, "PR_SET_CHILD_SUBREAPER");
+    set_job_signals(SIG_IGN); /* init survives ^C and job control; the guest does not inherit this */
+
+    int r = cv_drop_capabilities();
+    if (r < 0) setup_failed(CV_ERR_SPAWN, -r, "dropping capabilities");
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) setup_failed(CV_ERR_SPAWN, errno, "PR_SET_NO_NEW_PRIVS");
+    int abi = cv_landlock_abi();
+    if (abi < 1) setup_failed(CV_ERR_LANDLOCK, errno ? errno : ENOSYS, "Landlock is not available (cvisor doctor explains)");
+    const char *what = "landlock";
+    r = cv_apply_fs_domain(abi, &what);
+    if (r < 0) setup_failed(CV_ERR_LANDLOCK, -r, what);
+    int listener = install_filter(deny_network, abi >= 6);
+    if (listener < 0) setup_failed(CV_ERR_SECCOMP, -listener, "seccomp user notification");
+
+    /* Hand the listener over: the supervisor takes it with pidfd_getfd, then says go. */
+    struct cv_rec rec = {.type = CV_REC_LISTENER, .a = listener};
+    send_rec(&rec);
+    char go;
+    if (cv_read_full(CV_HELPER_GO_FD, &go, 1) != 1) _exit(125);
+    close(listener);
+    close(CV_HELPER_GO_FD);
+
+    pid_t main_pid = fork();
+    if (main_pid < 0) setup_failed(CV_ERR_SPAWN, errno, "fork");
+    if (main_pid == 0) run_guest(guest_argv, abi);
+
+    for (;;) {
+        int status;
+        struct rusage ru;
+        pid_t p = wait4(-1, &status, 0, &ru);
+        if (p < 0) {
+            if (errno == EINTR) continue;
+            break; /* ECHILD: the tree is empty */
+        }
+        if (p != main_pid) continue;
+        /* Take the terminal back for the caller if the guest left its own group in front. */
+        if (isatty(0) && tcgetpgrp(0) != getpgrp()) tcsetpgrp(0, getpgrp());
+        struct cv_rec done = {.type = CV_REC_EXIT, .a = status};
+        done.utime_us = (int64_t)ru.ru_utime.tv_sec * 1000000 + ru.ru_utime.tv_usec;
+        done.stime_us = (int64_t)ru.ru_stime.tv_sec * 1000000 + ru.ru_stime.tv_usec;
+        done.maxrss_kb = ru.ru_maxrss;
+        send_rec(&done);
+    }
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc >= 2 && !strcmp(argv[1], "init")) return init_main(argc, argv);
+    if (argc >= 2 && !strcmp(argv[1], "probe")) return cv_helper_probe();
+    fprintf(stderr, "cvisor-helper: internal helper of cvisor; run `cvisor --help`\n");
+    return 2;
+}

@@ -1,0 +1,130 @@
+/* Landlock domain A. Rules only grant, and a grant covers a whole subtree, so
+ * a hidden path P is hidden by granting every sibling along the chain from /
+ * to P and never an ancestor of P (its ancestors get READ_DIR only: listing).
+ * Hidden now: every procfs mount, so /proc is served only by the supervisor,
+ * which checks that a /proc/<pid> belongs to this sandbox. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/landlock.h"
+#include "common/util.h"
+#include "policy.h"
+
+#define MAX_HIDDEN 64
+
+struct hidden {
+    char *path[MAX_HIDDEN];
+    size_t n;
+};
+
+static void hidden_add(struct hidden *h, const char *p) {
+    if (h->n < MAX_HIDDEN) h->path[h->n++] = strdup(p);
+}
+
+/* Mount points of every procfs (fields: id parent maj:min root mountpoint ... - fstype). */
+static void hide_procfs(struct hidden *h) {
+    FILE *f = fopen("/proc/self/mountinfo", "re");
+    if (!f) {
+        hidden_add(h, "/proc");
+        return;
+    }
+    char line[4096];
+    while (fgets(line, sizeof line, f)) {
+        char mnt[2048], fstype[64];
+        const char *dash = strstr(line, " - ");
+        if (!dash || sscanf(dash + 3, "%63s", fstype) != 1) continue;
+        if (sscanf(line, "%*s %*s %*s %*s %2047s", mnt) != 1) continue;
+        if (strcmp(fstype, "proc") == 0) hidden_add(h, mnt);
+    }
+    fclose(f);
+}
+
+static int is_prefix_dir(const char *dir, const char *path) {
+    size_t n = strlen(dir);
+    if (strcmp(dir, "/") == 0) return 1;
+    return strncmp(dir, path, n) == 0 && (path[n] == '/' || path[n] == 0);
+}
+
+static int add_rule(int rs, const char *path, uint64_t access, int is_dir) {
+    cv_autoclose int fd = open(path, O_PATH | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) return errno == ENOENT || errno == EACCES || errno == ELOOP ? 0 : -errno;
+    if (!is_dir)
+        access &= CV_LL_EXECUTE | CV_LL_READ_FILE | CV_LL_WRITE_FILE | CV_LL_TRUNCATE |
+                  CV_LL_IOCTL_DEV;
+    if (cv_landlock_add_path(rs, fd, access) < 0) return -errno;
+    return 0;
+}
+
+static int grant_tree(int rs, const char *dir, const struct hidden *h, uint64_t rx, int depth) {
+    int contains = 0;
+    for (size_t i = 0; i < h->n; i++) {
+        if (strcmp(h->path[i], dir) == 0) return 0; /* hidden itself */
+        if (is_prefix_dir(dir, h->path[i])) contains = 1;
+    }
+    if (!contains || depth > 32) return add_rule(rs, dir, rx, 1);
+    int r = add_rule(rs, dir, CV_LL_READ_DIR, 1);
+    if (r < 0) return r;
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        char child[4096];
+        snprintf(child, sizeof child, "%s%s%s", dir, strcmp(dir, "/") ? "/" : "", e->d_name);
+        struct stat st;
+        if (lstat(child, &st) < 0 || S_ISLNK(st.st_mode)) continue; /* links: their targets are granted */
+        r = S_ISDIR(st.st_mode) ? grant_tree(rs, child, h, rx, depth + 1)
+                                : add_rule(rs, child, rx, 0);
+        if (r < 0) break;
+    }
+    closedir(d);
+    return r;
+}
+
+int cv_apply_fs_domain(int abi, const char **what) {
+    struct cv_ll_ruleset_attr attr = {.handled_access_fs = cv_landlock_fs_rights(abi)};
+    attr.handled_access_fs &= ~CV_LL_IOCTL_DEV; /* device ioctls: see docs/ARCHITECTURE.md */
+    *what = "landlock_create_ruleset";
+    cv_autoclose int rs = cv_landlock_create(&attr, abi);
+    if (rs < 0) return -errno;
+    struct hidden h = {0};
+    hide_procfs(&h);
+    uint64_t rx = CV_LL_READ_FILE | CV_LL_READ_DIR | CV_LL_EXECUTE;
+    *what = "landlock_add_rule (host tree)";
+    int r = grant_tree(rs, "/", &h, rx, 0);
+    for (size_t i = 0; i < h.n; i++) free(h.path[i]);
+    if (r < 0) return r;
+    /* Writable device nodes. The supervisor decides every write open; these
+     * rules only let its CONTINUE through. */
+    uint64_t rw = CV_LL_READ_FILE | CV_LL_WRITE_FILE;
+    if (abi >= 3) rw |= CV_LL_TRUNCATE;
+    static const char *devs[] = {"/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/ptmx"};
+    *what = "landlock_add_rule (devices)";
+    for (size_t i = 0; i < sizeof devs / sizeof devs[0]; i++)
+        if ((r = add_rule(rs, devs[i], rw, 0)) < 0) return r;
+    for (int fd = 0; fd <= 2; fd++) {
+        if (!isatty(fd)) continue;
+        char link[64], tty[256];
+        snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+        if (cv_readlink(link, tty, sizeof tty) > 0 && tty[0] == '/' && (r = add_rule(rs, tty, rw, 0)) < 0)
+            return r;
+    }
+    *what = "landlock_restrict_self";
+    if (cv_landlock_restrict(rs) < 0) return -errno;
+    return 0;
+}
+
+int cv_apply_scope_domain(int abi) {
+    if (abi < 6) return 0;
+    struct cv_ll_ruleset_attr attr = {.scoped = CV_LL_SCOPE_SIGNAL | CV_LL_SCOPE_ABSTRACT_UNIX};
+    cv_autoclose int rs = cv_landlock_create(&attr, abi);
+    if (rs < 0) return -errno;
+    if (cv_landlock_restrict(rs) < 0) return -errno;
+    return 0;
+}

@@ -1,0 +1,197 @@
+#include "resolve.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/magic.h>
+#include <linux/openat2.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/statfs.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "common/util.h"
+
+#ifndef __NR_openat2
+#define __NR_openat2 437
+#endif
+
+static int is_procfs_fd(int fd) {
+    struct statfs sf;
+    return fstatfs(fd, &sf) == 0 && sf.f_type == PROC_SUPER_MAGIC;
+}
+
+/* The directory a relative path starts from, as the guest sees it. */
+static int start_fd(struct cv_notif *n, int dirfd) {
+    char p[64];
+    if (dirfd == AT_FDCWD) snprintf(p, sizeof p, "/proc/%d/cwd", (int)n->tid);
+    else snprintf(p, sizeof p, "/proc/%d/fd/%d", (int)n->tid, dirfd);
+    int fd = open(p, O_PATH | O_CLOEXEC);
+    if (fd < 0) return dirfd == AT_FDCWD ? -ENOENT : -EBADF;
+    struct stat st;
+    if (fstat(fd, &st) < 0 || !S_ISDIR(st.st_mode)) {
+        close(fd);
+        return -ENOTDIR;
+    }
+    return fd;
+}
+
+static int start_text(struct cv_notif *n, int dirfd, char *buf, size_t len) {
+    char p[64];
+    if (dirfd == AT_FDCWD) snprintf(p, sizeof p, "/proc/%d/cwd", (int)n->tid);
+    else snprintf(p, sizeof p, "/proc/%d/fd/%d", (int)n->tid, dirfd);
+    ssize_t r = cv_readlink(p, buf, len);
+    if (r < 0) return dirfd == AT_FDCWD ? -ENOENT : -EBADF;
+    return buf[0] == '/' ? 0 : -ENOTDIR;
+}
+
+/* "/proc/<digits>" prefix: the pid, and where the rest starts. */
+static pid_t proc_pid_of(const char *path, const char **rest) {
+    if (strncmp(path, "/proc/", 6) || !isdigit((unsigned char)path[6])) return 0;
+    char *end;
+    long pid = strtol(path + 6, &end, 10);
+    if (*end && *end != '/') return 0;
+    if (rest) *rest = end;
+    return (pid_t)pid;
+}
+
+/* /proc/<pid>/fd/<n> or /proc/<pid>/task/<tid>/fd/<n>: n, else -1. */
+static int magic_fd_of(const char *path) {
+    const char *rest;
+    if (!proc_pid_of(path, &rest)) return -1;
+    if (!strncmp(rest, "/task/", 6)) {
+        char *end;
+        strtol(rest + 6, &end, 10);
+        if (end == rest + 6) return -1;
+        rest = end;
+    }
+    if (strncmp(rest, "/fd/", 4) || !isdigit((unsigned char)rest[4])) return -1;
+    char *end;
+    long fd = strtol(rest + 4, &end, 10);
+    return *end ? -1 : (int)fd;
+}
+
+static void set_proc(struct cv_resolved *o) {
+    o->proc_pid = proc_pid_of(o->path, NULL);
+    o->magic_fd = o->magic ? magic_fd_of(o->path) : -1;
+    o->in_proc = !strcmp(o->path, "/proc") || !strncmp(o->path, "/proc/", 6);
+    if (!o->in_proc) {
+        /* procfs mounted elsewhere: treat as /proc without a pid (read-only, no pids). */
+        struct statfs sf;
+        if (statfs(o->path, &sf) == 0 && sf.f_type == PROC_SUPER_MAGIC) o->in_proc = 1;
+    }
+}
+
+/* Component walk over the textual path, resolving symlinks ourselves. */
+static int walk(struct cv_notif *n, const char *base, const char *path, int follow,
+                struct cv_resolved *o) {
+    char cur[PATH_MAX], rest[PATH_MAX * 2], next[PATH_MAX], target[PATH_MAX];
+    int hops = 0;
+    if (path[0] == '/') strcpy(cur, "/");
+    else snprintf(cur, sizeof cur, "%s", base);
+    if (snprintf(rest, sizeof rest, "%s", path) >= (int)sizeof rest) return -ENAMETOOLONG;
+    char *p = rest;
+    o->exists = 1;
+    if (lstat(cur, &o->st) < 0) return -errno;
+    for (;;) {
+        while (*p == '/') p++;
+        if (!*p) break;
+        char *comp = p;
+        while (*p && *p != '/') p++;
+        int trailing = *p == '/';
+        if (*p) *p++ = 0;
+        const char *q = p;
+        while (*q == '/') q++;
+        int last = !*q;
+        if (!strcmp(comp, ".")) continue;
+        if (!strcmp(comp, "..")) {
+            char *slash = strrchr(cur, '/');
+            if (slash == cur) cur[1] = 0;
+            else if (slash) *slash = 0;
+            if (lstat(cur, &o->st) < 0) return -errno;
+            continue;
+        }
+        int w = snprintf(next, sizeof next, "%s%s%s", cur, strcmp(cur, "/") ? "/" : "", comp);
+        if (w >= (int)sizeof next) return -ENAMETOOLONG;
+        if (!strcmp(next, "/proc/self")) snprintf(next, sizeof next, "/proc/%d", (int)cv_notif_tgid(n));
+        else if (!strcmp(next, "/proc/thread-self"))
+            snprintf(next, sizeof next, "/proc/%d/task/%d", (int)cv_notif_tgid(n), (int)n->tid);
+        struct stat st;
+        if (lstat(next, &st) < 0) {
+            if (errno == ENOENT && last) {
+                o->exists = 0;
+                snprintf(o->path, sizeof o->path, "%s", next);
+                return 0;
+            }
+            return -errno;
+        }
+        if (S_ISLNK(st.st_mode) && (!last || follow || trailing)) {
+            if (++hops > 40) return -ELOOP;
+            ssize_t tl = cv_readlink(next, target, sizeof target);
+            if (tl < 0) return (int)tl;
+            int under_pid = proc_pid_of(next, NULL) != 0;
+            /* Magic links of a process: open them as they are when last
+             * (an fd may be a pipe, a deleted file, a memfd); as a directory
+             * in the middle, follow the path they name. */
+            if (under_pid && last && !trailing) {
+                if (stat(next, &o->st) < 0) return -errno;
+                o->magic = 1;
+                snprintf(o->path, sizeof o->path, "%s", next);
+                return 0;
+            }
+            if (under_pid && target[0] != '/') return -ENOTDIR;
+            char merged[PATH_MAX * 2];
+            if (snprintf(merged, sizeof merged, "%s%s%s", target, *p ? "/" : "", p) >= (int)sizeof merged)
+                return -ENAMETOOLONG;
+            snprintf(rest, sizeof rest, "%s", merged);
+            p = rest;
+            if (target[0] == '/') strcpy(cur, "/");
+            continue;
+        }
+        if (!S_ISDIR(st.st_mode) && (!last || trailing)) return -ENOTDIR;
+        snprintf(cur, sizeof cur, "%s", next);
+        o->st = st;
+    }
+    snprintf(o->path, sizeof o->path, "%s", cur);
+    return 0;
+}
+
+int cv_resolve(struct cv_notif *n, int dirfd, const char *path, int flags, struct cv_resolved *o) {
+    int follow = flags & CV_RES_FOLLOW;
+    memset(o, 0, sizeof *o);
+    o->magic_fd = -1;
+    if (!*path) return -ENOENT;
+    cv_autoclose int start = AT_FDCWD;
+    if (path[0] != '/') {
+        start = start_fd(n, dirfd);
+        if (start < 0) return start;
+    }
+    /* Fast path: the kernel resolves it with symlinks but no magic links; if
+     * it ends outside procfs the answer is the guest's too. */
+    if (start == AT_FDCWD || !is_procfs_fd(start)) {
+        struct open_how how = {.flags = O_PATH | O_CLOEXEC | (follow ? 0 : O_NOFOLLOW),
+                               .resolve = RESOLVE_NO_MAGICLINKS};
+        cv_autoclose int fd = (int)syscall(__NR_openat2, start, path, &how, sizeof how);
+        if (fd >= 0 && !is_procfs_fd(fd)) {
+            o->exists = fstat(fd, &o->st) == 0;
+            return 0;
+        }
+        if (fd < 0 && errno == ENOENT && !(flags & CV_RES_PARENT)) {
+            o->exists = 0;
+            return 0;
+        }
+        if (fd < 0 && errno != ELOOP && errno != ENOENT && errno != EXDEV) return -errno;
+    }
+    char base[PATH_MAX] = "/";
+    if (path[0] != '/') {
+        int r = start_text(n, dirfd, base, sizeof base);
+        if (r < 0) return r;
+    }
+    int r = walk(n, base, path, follow, o);
+    if (r < 0) return r;
+    o->have_path = 1;
+    set_proc(o);
+    return 0;
+}

@@ -1,0 +1,231 @@
+/* The receiver: one thread per run. It spawns the helper (through the
+ * spawner thread), takes the seccomp listener, answers notifications inline
+ * (so the woken guest thread is answered by the thread that received, which is
+ * what SYNC_WAKE_UP rewards), enforces the deadline, kills the tree, and
+ * reports the result by closing the done pipe. */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/proto.h"
+#include "common/seccomp_defs.h"
+#include "common/util.h"
+#include "handlers/handlers.h"
+#include "run.h"
+
+#ifndef __NR_pidfd_open
+#define __NR_pidfd_open 434
+#endif
+#ifndef __NR_pidfd_getfd
+#define __NR_pidfd_getfd 438
+#endif
+#ifndef P_PIDFD
+#define P_PIDFD 3
+#endif
+
+struct state {
+    int main_exited, exec_errno, status, have_status, setup_failed;
+    int64_t utime_us, stime_us, maxrss_kb;
+};
+
+static void handle_record(struct cv_run *r, struct state *s, const struct cv_rec *rec) {
+    switch (rec->type) {
+    case CV_REC_SETUP_FAILED:
+        if (!s->setup_failed) cv_run_fail(r, rec->a, "%s", rec->text);
+        s->setup_failed = 1;
+        break;
+    case CV_REC_EXEC_FAILED:
+        s->exec_errno = rec->a;
+        break;
+    case CV_REC_EXIT:
+        s->main_exited = 1;
+        s->have_status = 1;
+        s->status = rec->a;
+        s->utime_us = rec->utime_us;
+        s->stime_us = rec->stime_us;
+        s->maxrss_kb = rec->maxrss_kb;
+        break;
+    default:
+        break;
+    }
+}
+
+/* Read whole records; returns 0 at EOF, 1 when more may come. */
+static int drain_status(struct cv_run *r, struct state *s) {
+    struct cv_rec rec;
+    for (;;) {
+        ssize_t n = read(r->status_r, &rec, sizeof rec);
+        if (n == (ssize_t)sizeof rec) {
+            handle_record(r, s, &rec);
+            continue;
+        }
+        if (n == 0) return 0;
+        if (n < 0 && (errno == EAGAIN || errno == EINTR)) return 1;
+        return 0; /* short or failed read: the helper is gone */
+    }
+}
+
+static void answer(struct cv_run *r, struct seccomp_notif *req, struct seccomp_notif_resp *resp) {
+    memset(req, 0, sizeof *req);
+    if (ioctl(r->listener, SECCOMP_IOCTL_NOTIF_RECV, req) < 0) return; /* ENOENT: the caller died */
+    int nr = req->data.nr;
+    if (nr >= 0 && nr < CV_MAX_NR) atomic_fetch_add_explicit(&r->counts[nr], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&r->total, 1, memory_order_relaxed);
+    struct cv_notif n = {.run = r, .req = req, .listener = r->listener, .tid = (pid_t)req->pid};
+    struct cv_reply rep = cv_dispatch(&n);
+    if (rep.kind == CV_REPLY_DONE) return;
+    memset(resp, 0, sizeof *resp);
+    resp->id = req->id;
+    if (rep.kind == CV_REPLY_CONTINUE) resp->flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
+    else if (rep.kind == CV_REPLY_ERRNO) resp->error = -(rep.err ? rep.err : EIO);
+    else resp->val = rep.val;
+    ioctl(r->listener, SECCOMP_IOCTL_NOTIF_SEND, resp); /* ENOENT: the caller died meanwhile */
+}
+
+/* Spawn, then take the listener the helper announces. 0 or a cv_error (result filled). */
+static int handshake(struct cv_run *r, struct state *s) {
+    char msg[256] = "";
+    int e = cv_spawn_helper(r, msg, sizeof msg);
+    if (e) {
+        cv_run_fail(r, e, "%s", msg);
+        return e;
+    }
+    r->init_pidfd = (int)syscall(__NR_pidfd_open, r->init_pid, 0);
+    if (r->init_pidfd < 0) {
+        cv_run_fail(r, CV_ERR_PIDFD, "pidfd_open: %s (Linux 5.3 or later is needed)", strerror(errno));
+        kill(r->init_pid, SIGKILL);
+        waitpid(r->init_pid, NULL, 0);
+        return CV_ERR_PIDFD;
+    }
+    struct cv_rec rec;
+    ssize_t n = cv_read_full(r->status_r, &rec, sizeof rec);
+    if (n != (ssize_t)sizeof rec || rec.type != CV_REC_LISTENER) {
+        if (n == (ssize_t)sizeof rec) handle_record(r, s, &rec);
+        else cv_run_fail(r, CV_ERR_HANDSHAKE, "cvisor-helper exited before the sandbox was ready");
+        return CV_ERR_HANDSHAKE;
+    }
+    r->listener = (int)syscall(__NR_pidfd_getfd, r->init_pidfd, rec.a, 0);
+    if (r->listener < 0) {
+        cv_run_fail(r, CV_ERR_PIDFD, "pidfd_getfd of the seccomp listener: %s", strerror(errno));
+        return CV_ERR_PIDFD;
+    }
+    ioctl(r->listener, SECCOMP_IOCTL_NOTIF_SET_FLAGS, SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP);
+    if (cv_write_full(r->go_w, "g", 1) != 1) {
+        cv_run_fail(r, CV_ERR_HANDSHAKE, "cvisor-helper exited before the sandbox was ready");
+        return CV_ERR_HANDSHAKE;
+    }
+    close(r->go_w);
+    r->go_w = -1;
+    fcntl(r->status_r, F_SETFL, O_NONBLOCK);
+    return 0;
+}
+
+static void finish(struct cv_run *r, struct state *s, int timed_out, int killed) {
+    cv_run_result *res = &r->result;
+    if (res->state != CV_RUN_FAILED) {
+        res->exit_code = -1;
+        if (s->exec_errno) {
+            res->state = CV_RUN_EXEC_FAILED;
+            res->exec_errno = s->exec_errno;
+        } else if (s->have_status && WIFSIGNALED(s->status)) {
+            res->state = CV_RUN_SIGNALED;
+            res->signal = WTERMSIG(s->status);
+        } else if (s->have_status) {
+            res->state = CV_RUN_EXITED;
+            res->exit_code = WEXITSTATUS(s->status);
+        } else {
+            /* the init died without reporting: it was killed */
+            res->state = CV_RUN_SIGNALED;
+            res->signal = SIGKILL;
+        }
+    }
+    res->timed_out = timed_out;
+    res->killed = killed;
+    res->user_ms = (double)s->utime_us / 1e3;
+    res->system_ms = (double)s->stime_us / 1e3;
+    res->max_rss_kb = s->maxrss_kb;
+    res->notifications = atomic_load(&r->total);
+    res->duration_ms = cv_ms_since(&r->t0);
+}
+
+void *cv_receiver_main(void *arg) {
+    struct cv_run *r = arg;
+    struct state s = {0};
+    int timed_out = 0, killed = 0, tree_killed = 0;
+    struct seccomp_notif_sizes sizes = {0};
+    syscall(__NR_seccomp, SECCOMP_GET_NOTIF_SIZES, 0, &sizes);
+    size_t req_size = sizes.seccomp_notif > sizeof(struct seccomp_notif) ? sizes.seccomp_notif : sizeof(struct seccomp_notif);
+    size_t resp_size = sizes.seccomp_notif_resp > sizeof(struct seccomp_notif_resp) ? sizes.seccomp_notif_resp : sizeof(struct seccomp_notif_resp);
+    struct seccomp_notif *req = calloc(1, req_size);
+    struct seccomp_notif_resp *resp = calloc(1, resp_size);
+
+    if (!req || !resp) {
+        cv_run_fail(r, CV_ERR_NOMEM, "out of memory");
+    } else if (handshake(r, &s) == 0 || r->init_pidfd >= 0) {
+        struct timespec deadline = r->t0;
+        if (r->timeout_ms) {
+            deadline.tv_sec += r->timeout_ms / 1000;
+            deadline.tv_nsec += (long)(r->timeout_ms % 1000) * 1000000L;
+            if (deadline.tv_nsec >= 1000000000L) { deadline.tv_sec++; deadline.tv_nsec -= 1000000000L; }
+        }
+        int status_open = r->status_r >= 0, listening = r->listener >= 0;
+        int init_exit_grace_ms = -1;
+        for (;;) {
+            struct pollfd pf[4] = {
+                {listening ? r->listener : -1, POLLIN, 0},
+                {status_open ? r->status_r : -1, POLLIN, 0},
+                {r->ctl_efd, POLLIN, 0},
+                {r->init_pidfd, POLLIN, 0},
+            };
+            int wait_ms = -1;
+            if (r->timeout_ms && !timed_out) {
+                double left = r->timeout_ms - cv_ms_since(&r->t0);
+                wait_ms = left <= 0 ? 0 : (int)left + 1;
+            }
+            if (init_exit_grace_ms >= 0 && (wait_ms < 0 || wait_ms > init_exit_grace_ms)) wait_ms = init_exit_grace_ms;
+            int pr = poll(pf, 4, wait_ms);
+            if (pr < 0 && errno != EINTR) break;
+            if (pf[0].revents & POLLIN) answer(r, req, resp);
+            else if (pf[0].revents & (POLLHUP | POLLERR | POLLNVAL)) listening = 0;
+            if (pf[1].revents) status_open = drain_status(r, &s);
+            if (pf[2].revents & POLLIN) {
+                uint64_t v;
+                if (read(r->ctl_efd, &v, sizeof v) < 0) { /* spurious */ }
+                if (atomic_load(&r->kill_requested) && !killed) killed = 1;
+            }
+            if (r->timeout_ms && !timed_out && cv_ms_since(&r->t0) >= r->timeout_ms) timed_out = 1;
+            /* The main guest is gone, or the run must end: nothing of the tree survives it. */
+            if ((s.main_exited || timed_out || killed || s.setup_failed) && !tree_killed) {
+                tree_killed = 1;
+                cv_tree_kill(r);
+                init_exit_grace_ms = 2000;
+            } else if (tree_killed && pr == 0 && init_exit_grace_ms >= 0) {
+                kill(r->init_pid, SIGKILL); /* the init should have left by now */
+            }
+            if (pf[3].revents & POLLIN) {
+                siginfo_t si;
+                syscall(SYS_waitid, P_PIDFD, r->init_pidfd, &si, WEXITED, NULL);
+                if (status_open) drain_status(r, &s);
+                break;
+            }
+        }
+        (void)deadline;
+    }
+    if (r->init_pid > 0 && r->init_pidfd < 0) waitpid(r->init_pid, NULL, 0);
+    finish(r, &s, timed_out, killed);
+    free(req);
+    free(resp);
+    atomic_store(&r->finished, 1);
+    close(r->done_w);
+    r->done_w = -1;
+    cv_run_unref(r);
+    return NULL;
+}

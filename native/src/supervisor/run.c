@@ -1,0 +1,263 @@
+/* The public API: describe a run, start it, kill it, read its result. */
+#include "run.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/util.h"
+#include "filter/table.h"
+
+static char *xstrdup(const char *s) { return s ? strdup(s) : NULL; }
+
+static int push(char ***v, size_t *n, size_t *cap, const char *s) {
+    if (*n + 2 > *cap) {
+        size_t c = *cap ? *cap * 2 : 16;
+        char **nv = realloc(*v, c * sizeof *nv);
+        if (!nv) return CV_ERR_NOMEM;
+        *v = nv;
+        *cap = c;
+    }
+    char *d = strdup(s);
+    if (!d) return CV_ERR_NOMEM;
+    (*v)[(*n)++] = d;
+    (*v)[*n] = NULL;
+    return 0;
+}
+
+double cv_ms_since(const struct timespec *t0) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)(t.tv_sec - t0->tv_sec) * 1e3 + (double)(t.tv_nsec - t0->tv_nsec) / 1e6;
+}
+
+CV_API cv_run *cv_run_new(const char *helper_path) {
+    if (!helper_path) return NULL;
+    struct cv_run *r = calloc(1, sizeof *r);
+    if (!r) return NULL;
+    r->helper = strdup(helper_path);
+    if (!r->helper) { free(r); return NULL; }
+    r->stdio[0] = r->stdio[1] = r->stdio[2] = -1;
+    r->ctl_efd = r->done_w = r->init_pidfd = r->status_r = r->go_w = r->listener = -1;
+    atomic_init(&r->refs, 1);
+    r->network = CV_NET_ALLOW;
+    return r;
+}
+
+#define NOT_STARTED(r) \
+    do { if (!(r)) return CV_ERR_INVALID; if (atomic_load(&(r)->started)) return CV_ERR_STATE; } while (0)
+
+CV_API int cv_run_add_arg(cv_run *r, const char *arg) {
+    NOT_STARTED(r);
+    if (!arg) return CV_ERR_INVALID;
+    return push(&r->argv, &r->argc, &r->argv_cap, arg);
+}
+
+CV_API int cv_run_add_env(cv_run *r, const char *kv) {
+    NOT_STARTED(r);
+    if (!kv || !strchr(kv, '=')) return CV_ERR_INVALID;
+    return push(&r->envp, &r->envc, &r->env_cap, kv);
+}
+
+CV_API int cv_run_set_cwd(cv_run *r, const char *dir) {
+    NOT_STARTED(r);
+    free(r->cwd);
+    r->cwd = xstrdup(dir);
+    return 0;
+}
+
+CV_API int cv_run_set_stdio(cv_run *r, int in_fd, int out_fd, int err_fd) {
+    NOT_STARTED(r);
+    r->stdio[0] = in_fd;
+    r->stdio[1] = out_fd;
+    r->stdio[2] = err_fd;
+    return 0;
+}
+
+CV_API int cv_run_set_network(cv_run *r, int network) {
+    NOT_STARTED(r);
+    if (network != CV_NET_ALLOW && network != CV_NET_DENY) return CV_ERR_INVALID;
+    r->network = network;
+    return 0;
+}
+
+CV_API int cv_run_set_allow_listen(cv_run *r, int allow) {
+    NOT_STARTED(r);
+    r->allow_listen = !!allow;
+    return 0;
+}
+
+CV_API int cv_run_set_timeout_ms(cv_run *r, uint32_t ms) {
+    NOT_STARTED(r);
+    r->timeout_ms = ms;
+    return 0;
+}
+
+CV_API int cv_run_set_hostname(cv_run *r, const char *name) {
+    NOT_STARTED(r);
+    free(r->hostname);
+    r->hostname = xstrdup(name);
+    return 0;
+}
+
+void cv_run_fail(struct cv_run *r, int err, const char *fmt, ...) {
+    r->result.state = CV_RUN_FAILED;
+    r->result.error = err;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(r->result.message, sizeof r->result.message, fmt, ap);
+    va_end(ap);
+}
+
+CV_API int cv_run_start(cv_run *r, int *done_fd) {
+    NOT_STARTED(r);
+    if (!done_fd || r->argc == 0) return CV_ERR_INVALID;
+    /* Own copies of the stdio fds: the caller may close its own right away. */
+    int own[3] = {-1, -1, -1};
+    for (int i = 0; i < 3; i++) {
+        if (r->stdio[i] < 0) continue;
+        struct stat st;
+        if (fstat(r->stdio[i], &st) == 0 && S_ISCHR(st.st_mode) && isatty(r->stdio[i]))
+            r->stdio_rdev[i] = st.st_rdev;
+        own[i] = fcntl(r->stdio[i], F_DUPFD_CLOEXEC, 3);
+        if (own[i] < 0) {
+            for (int j = 0; j < i; j++)
+                if (own[j] >= 0) close(own[j]);
+            return CV_ERR_INVALID;
+        }
+    }
+    memcpy(r->stdio, own, sizeof own);
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) < 0) return -errno;
+    fcntl(p[0], F_SETFL, O_NONBLOCK);
+    r->ctl_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (r->ctl_efd < 0) { close(p[0]); close(p[1]); return -errno; }
+    r->done_w = p[1];
+    r->caller_pid = getpid();
+    clock_gettime(CLOCK_MONOTONIC, &r->t0);
+    atomic_store(&r->started, 1);
+    atomic_fetch_add(&r->refs, 1); /* the receiver's */
+
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_attr_setstacksize(&attr, 256 * 1024);
+    pthread_t t;
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old); /* the host's signals are not ours */
+    int e = pthread_create(&t, &attr, cv_receiver_main, r);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    pthread_attr_destroy(&attr);
+    if (e) {
+        cv_run_fail(r, CV_ERR_SPAWN, "cannot start the supervisor thread: %s", strerror(e));
+        atomic_store(&r->finished, 1);
+        close(r->done_w);
+        r->done_w = -1;
+        atomic_fetch_sub(&r->refs, 1);
+    }
+    *done_fd = p[0];
+    return 0;
+}
+
+CV_API int cv_run_kill(cv_run *r) {
+    if (!r) return CV_ERR_INVALID;
+    if (!atomic_load(&r->started) || atomic_load(&r->finished)) return 0;
+    atomic_store(&r->kill_requested, 1);
+    uint64_t one = 1;
+    if (write(r->ctl_efd, &one, sizeof one) < 0 && errno != EAGAIN) return -errno;
+    return 0;
+}
+
+CV_API int cv_run_get_result(cv_run *r, cv_run_result *out) {
+    if (!r || !out) return CV_ERR_INVALID;
+    if (!atomic_load(&r->finished)) return CV_ERR_STATE;
+    *out = r->result;
+    return 0;
+}
+
+CV_API int cv_run_stats_json(cv_run *r, char *buf, size_t len) {
+    if (!r) return CV_ERR_INVALID;
+    size_t need = 0;
+    char tmp[96];
+    int first = 1;
+#define PUT(s)                                                                 \
+    do {                                                                       \
+        size_t l_ = strlen(s);                                                 \
+        if (buf && need + l_ < len) memcpy(buf + need, s, l_);                 \
+        need += l_;                                                            \
+    } while (0)
+    PUT("{");
+    for (int nr = 0; nr < CV_MAX_NR; nr++) {
+        unsigned long c = atomic_load(&r->counts[nr]);
+        if (!c) continue;
+        const char *name = cv_syscall_name(nr);
+        if (name) snprintf(tmp, sizeof tmp, "%s\"%s\":%lu", first ? "" : ",", name, c);
+        else snprintf(tmp, sizeof tmp, "%s\"syscall_%d\":%lu", first ? "" : ",", nr, c);
+        PUT(tmp);
+        first = 0;
+    }
+    PUT("}");
+#undef PUT
+    if (buf && len) buf[need < len ? need : len - 1] = 0;
+    return (int)need;
+}
+
+static void run_destroy(struct cv_run *r) {
+    for (int i = 0; i < 3; i++)
+        if (atomic_load(&r->started) && r->stdio[i] >= 0) close(r->stdio[i]);
+    int *fds[] = {&r->ctl_efd, &r->done_w, &r->init_pidfd, &r->status_r, &r->go_w, &r->listener};
+    for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++)
+        if (*fds[i] >= 0) close(*fds[i]);
+    for (size_t i = 0; i < r->argc; i++) free(r->argv[i]);
+    for (size_t i = 0; i < r->envc; i++) free(r->envp[i]);
+    free(r->argv);
+    free(r->envp);
+    free(r->cwd);
+    free(r->hostname);
+    free(r->helper);
+    free(r);
+}
+
+void cv_run_unref(struct cv_run *r) {
+    if (atomic_fetch_sub(&r->refs, 1) == 1) run_destroy(r);
+}
+
+CV_API void cv_run_free(cv_run *r) {
+    if (!r) return;
+    cv_run_kill(r);
+    cv_run_unref(r);
+}
+
+CV_API int cv_pipe(int fds[2]) {
+    if (!fds) return CV_ERR_INVALID;
+    return pipe2(fds, O_CLOEXEC) < 0 ? -errno : 0;
+}
+
+CV_API int cv_close(int fd) { return close(fd) < 0 ? -errno : 0; }
+
+CV_API int cv_abi_version(void) { return CV_ABI_VERSION; }
+
+CV_API const char *cv_strerror(int err) {
+    switch (err) {
+    case CV_OK: return "CV_OK";
+    case CV_ERR_NOMEM: return "CV_ERR_NOMEM";
+    case CV_ERR_INVALID: return "CV_ERR_INVALID";
+    case CV_ERR_STATE: return "CV_ERR_STATE";
+    case CV_ERR_HELPER: return "CV_ERR_HELPER";
+    case CV_ERR_SPAWN: return "CV_ERR_SPAWN";
+    case CV_ERR_SECCOMP: return "CV_ERR_SECCOMP";
+    case CV_ERR_LANDLOCK: return "CV_ERR_LANDLOCK";
+    case CV_ERR_HANDSHAKE: return "CV_ERR_HANDSHAKE";
+    case CV_ERR_PIDFD: return "CV_ERR_PIDFD";
+    case CV_ERR_CWD: return "CV_ERR_CWD";
+    default: return err < 0 && err > -4096 ? strerror(-err) : "unknown error";
+    }
+}

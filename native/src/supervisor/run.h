@@ -1,0 +1,68 @@
+/* The run: one sandboxed command, its threads and its result. Internal to
+ * libcvisor; the public face is include/cvisor.h. */
+#ifndef CV_RUN_H
+#define CV_RUN_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <sys/types.h>
+#include <time.h>
+
+#include "cvisor.h"
+
+#define CV_MAX_NR 512
+
+struct cv_run {
+    /* configuration, fixed once started */
+    char *helper;
+    char **argv;
+    size_t argc, argv_cap;
+    char **envp;
+    size_t envc, env_cap;
+    char *cwd;
+    char *hostname;
+    int stdio[3];
+    dev_t stdio_rdev[3]; /* terminal devices among the stdio fds (0: none) */
+    int network;
+    int allow_listen;
+    uint32_t timeout_ms;
+
+    /* runtime */
+    atomic_int refs;          /* the caller's and the receiver thread's */
+    atomic_int started;
+    atomic_int kill_requested;
+    atomic_int finished;
+    int ctl_efd;              /* wakes the receiver: kill requested */
+    int done_w;               /* closed when the run is over: the caller sees EOF */
+    pid_t init_pid;
+    pid_t caller_pid;
+    int init_pidfd;
+    int status_r, go_w;
+    int listener;
+    struct timespec t0;
+    cv_run_result result;
+    atomic_ulong counts[CV_MAX_NR];
+    atomic_ulong total;
+};
+
+/* spawn.c: start cvisor-helper for this run on the long-lived spawner thread.
+ * Fills init_pid, status_r, go_w. Returns 0 or a cv_error. */
+int cv_spawn_helper(struct cv_run *r, char *msg, size_t msglen);
+
+/* receiver.c: the per-run thread. */
+void *cv_receiver_main(void *arg);
+
+/* run.c */
+void cv_run_unref(struct cv_run *r);
+void cv_run_fail(struct cv_run *r, int err, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* tree.c: the sandbox's processes are the init's descendants. */
+int cv_tree_is_member(const struct cv_run *r, pid_t pid); /* init excluded */
+int cv_tree_kill(const struct cv_run *r);                 /* SIGKILL every descendant of init */
+/* Call fn for every member process (tgid) whose process group is pgrp (0: any). */
+int cv_tree_each(const struct cv_run *r, pid_t pgrp, int (*fn)(pid_t pid, void *arg), void *arg);
+
+double cv_ms_since(const struct timespec *t0);
+
+#endif

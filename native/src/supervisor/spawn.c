@@ -1,0 +1,142 @@
+/* The spawner: one long-lived thread that forks every cvisor-helper.
+ * PR_SET_PDEATHSIG fires when the *thread* that forked the child exits, so
+ * forking from a short-lived thread (a receiver, or a koffi async worker)
+ * would kill sandboxes at random. This thread lives as long as the process. */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/proto.h"
+#include "run.h"
+
+struct spawn_req {
+    struct cv_run *run;
+    int err;
+    char *msg;
+    size_t msglen;
+    int done;
+    struct spawn_req *next;
+};
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t work = PTHREAD_COND_INITIALIZER;
+static pthread_cond_t finished = PTHREAD_COND_INITIALIZER;
+static struct spawn_req *queue;
+static int thread_started;
+
+static int do_spawn(struct cv_run *r, char *msg, size_t msglen) {
+    if (access(r->helper, X_OK) < 0) {
+        snprintf(msg, msglen, "cvisor-helper not found or not executable at %s: %s (run npm install)",
+                 r->helper, strerror(errno));
+        return CV_ERR_HELPER;
+    }
+    int status[2] = {-1, -1}, go[2] = {-1, -1};
+    if (pipe2(status, O_CLOEXEC) < 0 || pipe2(go, O_CLOEXEC) < 0) {
+        snprintf(msg, msglen, "pipe: %s", strerror(errno));
+        if (status[0] >= 0) { close(status[0]); close(status[1]); }
+        return CV_ERR_SPAWN;
+    }
+    /* argv: helper init --ppid P [--cwd D] [--no-network] -- argv... */
+    size_t n = 0;
+    char **av = calloc(r->argc + 10, sizeof *av);
+    char ppid[32];
+    snprintf(ppid, sizeof ppid, "%d", (int)getpid());
+    av[n++] = r->helper;
+    av[n++] = "init";
+    av[n++] = "--ppid";
+    av[n++] = ppid;
+    if (r->cwd) { av[n++] = "--cwd"; av[n++] = r->cwd; }
+    if (r->network == CV_NET_DENY) av[n++] = "--no-network";
+    av[n++] = "--";
+    for (size_t i = 0; i < r->argc; i++) av[n++] = r->argv[i];
+    av[n] = NULL;
+    char *empty_env[] = {NULL};
+
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    for (int i = 0; i < 3; i++) {
+        if (r->stdio[i] >= 0) posix_spawn_file_actions_adddup2(&fa, r->stdio[i], i);
+        else posix_spawn_file_actions_addopen(&fa, i, "/dev/null", i ? O_WRONLY : O_RDONLY, 0);
+    }
+    posix_spawn_file_actions_adddup2(&fa, status[1], CV_HELPER_STATUS_FD);
+    posix_spawn_file_actions_adddup2(&fa, go[0], CV_HELPER_GO_FD);
+    posix_spawnattr_t attr;
+    posix_spawnattr_init(&attr);
+    sigset_t all, none;
+    sigfillset(&all);
+    sigemptyset(&none);
+    /* Node ignores SIGPIPE; the guest must not inherit that. */
+    posix_spawnattr_setsigdefault(&attr, &all);
+    posix_spawnattr_setsigmask(&attr, &none);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_USEVFORK);
+    pid_t pid;
+    int e = posix_spawn(&pid, r->helper, &fa, &attr, av, r->envp ? r->envp : empty_env);
+    posix_spawn_file_actions_destroy(&fa);
+    posix_spawnattr_destroy(&attr);
+    free(av);
+    close(status[1]);
+    close(go[0]);
+    if (e) {
+        close(status[0]);
+        close(go[1]);
+        snprintf(msg, msglen, "cannot start cvisor-helper: %s", strerror(e));
+        return CV_ERR_SPAWN;
+    }
+    r->init_pid = pid;
+    r->status_r = status[0];
+    r->go_w = go[1];
+    return 0;
+}
+
+static void *spawner_main(void *arg) {
+    (void)arg;
+    pthread_mutex_lock(&mu);
+    for (;;) {
+        while (!queue) pthread_cond_wait(&work, &mu);
+        struct spawn_req *q = queue;
+        queue = q->next;
+        pthread_mutex_unlock(&mu);
+        q->err = do_spawn(q->run, q->msg, q->msglen);
+        pthread_mutex_lock(&mu);
+        q->done = 1;
+        pthread_cond_broadcast(&finished);
+    }
+    return NULL;
+}
+
+int cv_spawn_helper(struct cv_run *r, char *msg, size_t msglen) {
+    struct spawn_req q = {.run = r, .msg = msg, .msglen = msglen};
+    pthread_mutex_lock(&mu);
+    if (!thread_started) {
+        pthread_t t;
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        pthread_attr_setstacksize(&attr, 256 * 1024);
+        /* The spawner must not take signals meant for the host process. */
+        sigset_t all, old;
+        sigfillset(&all);
+        pthread_sigmask(SIG_SETMASK, &all, &old);
+        int e = pthread_create(&t, &attr, spawner_main, NULL);
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        pthread_attr_destroy(&attr);
+        if (e) {
+            pthread_mutex_unlock(&mu);
+            snprintf(msg, msglen, "cannot start the spawner thread: %s", strerror(e));
+            return CV_ERR_SPAWN;
+        }
+        thread_started = 1;
+    }
+    q.next = queue;
+    queue = &q;
+    pthread_cond_signal(&work);
+    while (!q.done) pthread_cond_wait(&finished, &mu);
+    pthread_mutex_unlock(&mu);
+    return q.err;
+}

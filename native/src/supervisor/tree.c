@@ -1,0 +1,118 @@
+/* The sandbox's processes: the init (a subreaper) and all its descendants.
+ * This kernel may lack /proc/<pid>/task/<tid>/children (CONFIG_PROC_CHILDREN),
+ * so membership and kill walks read the parent links from /proc/<pid>/stat. */
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/util.h"
+#include "run.h"
+
+struct pinfo {
+    pid_t pid, ppid, pgrp;
+    char state;
+};
+
+/* Fields after "(comm)": state ppid pgrp ... */
+static int read_stat(pid_t pid, struct pinfo *out) {
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    if (cv_read_small(path, buf, sizeof buf) <= 0) return -1;
+    char *rp = strrchr(buf, ')');
+    if (!rp) return -1;
+    int ppid, pgrp;
+    char state;
+    if (sscanf(rp + 1, " %c %d %d", &state, &ppid, &pgrp) != 3) return -1;
+    *out = (struct pinfo){pid, ppid, pgrp, state};
+    return 0;
+}
+
+int cv_tree_is_member(const struct cv_run *r, pid_t pid) {
+    if (pid <= 1 || pid == r->init_pid) return 0;
+    struct pinfo p;
+    for (int depth = 0; depth < 256 && pid > 1; depth++) {
+        if (read_stat(pid, &p) < 0) return 0;
+        if (p.ppid == r->init_pid) return 1;
+        pid = p.ppid;
+    }
+    return 0;
+}
+
+/* Snapshot of every process, then the descendants of the init. */
+static size_t descendants(const struct cv_run *r, struct pinfo **out) {
+    size_t n = 0, cap = 256;
+    struct pinfo *all = malloc(cap * sizeof *all);
+    DIR *d = opendir("/proc");
+    if (!all || !d) {
+        free(all);
+        if (d) closedir(d);
+        *out = NULL;
+        return 0;
+    }
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (!isdigit((unsigned char)e->d_name[0])) continue;
+        if (n == cap) {
+            struct pinfo *na = realloc(all, (cap *= 2) * sizeof *all);
+            if (!na) break;
+            all = na;
+        }
+        if (read_stat((pid_t)atoi(e->d_name), &all[n]) == 0) n++;
+    }
+    closedir(d);
+    /* Mark descendants: repeat until no change (trees are shallow). */
+    char *in = calloc(n ? n : 1, 1);
+    size_t found = 0;
+    for (int changed = 1; changed && in;) {
+        changed = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (in[i]) continue;
+            int parent_in = all[i].ppid == r->init_pid;
+            for (size_t j = 0; j < n && !parent_in; j++) parent_in = in[j] && all[j].pid == all[i].ppid;
+            if (parent_in) { in[i] = 1; changed = 1; found++; }
+        }
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < n && in; i++)
+        if (in[i]) all[k++] = all[i];
+    free(in);
+    *out = all;
+    return k;
+}
+
+int cv_tree_kill(const struct cv_run *r) {
+    int killed = 0;
+    for (int round = 0; round < 200; round++) {
+        struct pinfo *ps;
+        size_t n = descendants(r, &ps);
+        size_t live = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (ps[i].state == 'Z' || ps[i].state == 'X') continue;
+            kill(ps[i].pid, SIGKILL);
+            live++;
+        }
+        free(ps);
+        killed += (int)live;
+        if (!live) break;
+        /* Give the dying a moment to be reaped and their orphans to reparent. */
+        struct timespec ts = {0, 200000};
+        nanosleep(&ts, NULL);
+    }
+    return killed;
+}
+
+int cv_tree_each(const struct cv_run *r, pid_t pgrp, int (*fn)(pid_t, void *), void *arg) {
+    struct pinfo *ps;
+    size_t n = descendants(r, &ps);
+    int count = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (ps[i].state == 'Z' || (pgrp && ps[i].pgrp != pgrp)) continue;
+        if (!fn || fn(ps[i].pid, arg) == 0) count++;
+    }
+    free(ps);
+    return count;
+}
