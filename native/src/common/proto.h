@@ -13,7 +13,7 @@ enum cv_rec_type {
     CV_REC_LISTENER = 1,    /* a = the listener fd number inside the helper */
     CV_REC_SETUP_FAILED,    /* a = cv_error, b = errno, text = what */
     CV_REC_EXEC_FAILED,     /* a = errno of execvp */
-    CV_REC_EXIT,            /* a = wait status of the main guest process, rusage */
+    CV_REC_EXIT,            /* a = wait status of the main guest process, b = others left, rusage */
 };
 
 struct cv_rec {

@@ -132,7 +132,11 @@ static int init_main(int argc, char **argv) {
         if (p != main_pid) continue;
         /* Take the terminal back for the caller if the guest left its own group in front. */
         if (isatty(0) && tcgetpgrp(0) != getpgrp()) tcsetpgrp(0, getpgrp());
-        struct cv_rec done = {.type = CV_REC_EXIT, .a = status};
+        /* b: does anything of the tree outlive the main process? Orphans were
+         * reparented to us before the main process became reapable. */
+        siginfo_t si;
+        int others = waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT) == 0;
+        struct cv_rec done = {.type = CV_REC_EXIT, .a = status, .b = others};
         done.utime_us = (int64_t)ru.ru_utime.tv_sec * 1000000 + ru.ru_utime.tv_usec;
         done.stime_us = (int64_t)ru.ru_stime.tv_sec * 1000000 + ru.ru_stime.tv_usec;
         done.maxrss_kb = ru.ru_maxrss;

@@ -115,9 +115,13 @@ static int walk(struct cv_notif *n, const char *base, const char *path, int foll
         }
         int w = snprintf(next, sizeof next, "%s%s%s", cur, strcmp(cur, "/") ? "/" : "", comp);
         if (w >= (int)sizeof next) return -ENAMETOOLONG;
-        if (!strcmp(next, "/proc/self")) snprintf(next, sizeof next, "/proc/%d", (int)cv_notif_tgid(n));
-        else if (!strcmp(next, "/proc/thread-self"))
-            snprintf(next, sizeof next, "/proc/%d/task/%d", (int)cv_notif_tgid(n), (int)n->tid);
+        /* The reader-relative links: they count as a symlink hop, as in the kernel. */
+        int self = !strcmp(next, "/proc/self"), thread_self = !strcmp(next, "/proc/thread-self");
+        if ((self || thread_self) && (!last || follow || trailing)) {
+            if (++hops > 40) return -ELOOP;
+            if (self) snprintf(next, sizeof next, "/proc/%d", (int)cv_notif_tgid(n));
+            else snprintf(next, sizeof next, "/proc/%d/task/%d", (int)cv_notif_tgid(n), (int)n->tid);
+        }
         struct stat st;
         if (lstat(next, &st) < 0) {
             if (errno == ENOENT && last) {
@@ -143,11 +147,14 @@ static int walk(struct cv_notif *n, const char *base, const char *path, int foll
             }
             if (under_pid && target[0] != '/') return -ENOTDIR;
             char merged[PATH_MAX * 2];
-            if (snprintf(merged, sizeof merged, "%s%s%s", target, *p ? "/" : "", p) >= (int)sizeof merged)
+            if (snprintf(merged, sizeof merged, "%s%s%s", target, (*p || trailing) ? "/" : "", p) >= (int)sizeof merged)
                 return -ENAMETOOLONG;
             snprintf(rest, sizeof rest, "%s", merged);
             p = rest;
-            if (target[0] == '/') strcpy(cur, "/");
+            if (target[0] == '/') {
+                strcpy(cur, "/");
+                if (lstat(cur, &o->st) < 0) return -errno;
+            }
             continue;
         }
         if (!S_ISDIR(st.st_mode) && (!last || trailing)) return -ENOTDIR;

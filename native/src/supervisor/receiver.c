@@ -32,7 +32,7 @@
 #endif
 
 struct state {
-    int main_exited, exec_errno, status, have_status, setup_failed;
+    int main_exited, others_left, exec_errno, status, have_status, setup_failed;
     int64_t utime_us, stime_us, maxrss_kb;
 };
 
@@ -47,6 +47,7 @@ static void handle_record(struct cv_run *r, struct state *s, const struct cv_rec
         break;
     case CV_REC_EXIT:
         s->main_exited = 1;
+        s->others_left = rec->b;
         s->have_status = 1;
         s->status = rec->a;
         s->utime_us = rec->utime_us;
@@ -205,7 +206,7 @@ void *cv_receiver_main(void *arg) {
             /* The main guest is gone, or the run must end: nothing of the tree survives it. */
             if ((s.main_exited || timed_out || killed || s.setup_failed) && !tree_killed) {
                 tree_killed = 1;
-                cv_tree_kill(r);
+                if (!s.main_exited || s.others_left) cv_tree_kill(r);
                 init_exit_grace_ms = 2000;
             } else if (tree_killed && pr == 0 && init_exit_grace_ms >= 0) {
                 kill(r->init_pid, SIGKILL); /* the init should have left by now */
@@ -223,6 +224,9 @@ void *cv_receiver_main(void *arg) {
     finish(r, &s, timed_out, killed);
     free(req);
     free(resp);
+    /* Our copies of the stdio fds go now, so captured pipes reach EOF with the run. */
+    for (int i = 0; i < 3; i++)
+        if (r->stdio[i] >= 0) close(r->stdio[i]), r->stdio[i] = -1;
     atomic_store(&r->finished, 1);
     close(r->done_w);
     r->done_w = -1;

@@ -211,7 +211,7 @@ CV_API int cv_run_stats_json(cv_run *r, char *buf, size_t len) {
 }
 
 static void run_destroy(struct cv_run *r) {
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < 3; i++) /* still ours only if the receiver never ran */
         if (atomic_load(&r->started) && r->stdio[i] >= 0) close(r->stdio[i]);
     int *fds[] = {&r->ctl_efd, &r->done_w, &r->init_pidfd, &r->status_r, &r->go_w, &r->listener};
     for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++)
