@@ -1,0 +1,58 @@
+// ESLint flat config: typescript-eslint's recommended rules on all TypeScript, type-aware
+// promise checks on src/, and the rule that only src/paths.ts may read the home/temp dirs.
+import js from "@eslint/js";
+import { defineConfig } from "eslint/config";
+import tseslint from "typescript-eslint";
+import globals from "globals";
+
+const homeOrTmp = "^(homedir|tmpdir)$";
+const onlyPaths = "Only src/paths.ts reads the home and temp directories; use its helpers.";
+
+export default defineConfig(
+  { ignores: ["dist/", "node_modules/", "native/"] },
+  js.configs.recommended,
+  tseslint.configs.recommended,
+  {
+    languageOptions: { globals: { ...globals.node } },
+    rules: {
+      "@typescript-eslint/no-explicit-any": "error",
+      "@typescript-eslint/no-unused-vars": [
+        "error",
+        { argsIgnorePattern: "^_", varsIgnorePattern: "^_" },
+      ],
+      "no-restricted-imports": [
+        "error",
+        ...["os", "node:os"].map((name) => ({
+          name,
+          importNames: ["homedir", "tmpdir"],
+          message: onlyPaths,
+        })),
+      ],
+      "no-restricted-syntax": [
+        "error",
+        // os.homedir(), os.tmpdir(), and the same through any alias of the module.
+        { selector: `CallExpression[callee.property.name=/${homeOrTmp}/]`, message: onlyPaths },
+      ],
+    },
+  },
+  {
+    // Test helpers rethrow with their own context (compiler output) on purpose.
+    files: ["test/**/*.ts"],
+    rules: { "preserve-caught-error": "off" },
+  },
+  {
+    files: ["src/paths.ts"],
+    rules: { "no-restricted-imports": "off", "no-restricted-syntax": "off" },
+  },
+  {
+    files: ["src/**/*.ts", "src/**/*.tsx"],
+    languageOptions: {
+      parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname },
+    },
+    rules: {
+      "@typescript-eslint/no-floating-promises": "error",
+      "@typescript-eslint/no-misused-promises": "error",
+      "@typescript-eslint/await-thenable": "error",
+    },
+  },
+);

@@ -1,0 +1,82 @@
+// `npm test`: every check in order, stopping at the first failure, with a header per step.
+// `--only <step>` runs one step (CI runs `--only e2e` again as an unprivileged user).
+import { spawnSync } from "node:child_process";
+import { existsSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+
+const root = join(dirname(fileURLToPath(import.meta.url)), "..");
+const bin = (name) => join(root, "node_modules", ".bin", name);
+const npm = process.platform === "win32" ? "npm.cmd" : "npm";
+
+/** The node:test step over the compiled suites that exist; null when none does. */
+function nodeTests(dirs) {
+  const present = dirs.filter((dir) => existsSync(join(root, dir)));
+  for (const dir of dirs)
+    if (!present.includes(dir)) console.log(`(skipped: ${dir} does not exist)`);
+  if (present.length === 0) return null;
+  return [process.execPath, "--test", "--test-concurrency=1", ...present];
+}
+
+const steps = [
+  { name: "format", title: "prettier --check", cmd: () => [bin("prettier"), "--check", "."] },
+  { name: "lint", title: "eslint", cmd: () => [bin("eslint"), "."] },
+  {
+    name: "build",
+    title: "tsc (build:ts, also the typecheck)",
+    cmd: () => [npm, "run", "--silent", "build:ts"],
+  },
+  {
+    name: "native",
+    title: "C unit tests (make -C native test, ASan/UBSan)",
+    cmd: () => ["make", "-C", "native", "test"],
+  },
+  {
+    name: "node",
+    title: "node --test: unit and e2e suites",
+    cmd: () => nodeTests(["dist/test/unit", "dist/test/e2e"]),
+  },
+  {
+    name: "unit",
+    title: "node --test: unit suite",
+    cmd: () => nodeTests(["dist/test/unit"]),
+    onlyOnRequest: true,
+  },
+  {
+    name: "e2e",
+    title: "node --test: e2e suite",
+    cmd: () => nodeTests(["dist/test/e2e"]),
+    onlyOnRequest: true,
+  },
+];
+
+const args = process.argv.slice(2);
+const onlyAt = args.indexOf("--only");
+const only = onlyAt >= 0 ? args[onlyAt + 1] : undefined;
+if (onlyAt >= 0 && !steps.some((step) => step.name === only)) {
+  console.error(`test: --only takes one of: ${steps.map((step) => step.name).join(", ")}`);
+  process.exit(2);
+}
+
+const selected = only
+  ? steps.filter((step) => step.name === only)
+  : steps.filter((step) => !step.onlyOnRequest);
+for (const step of selected) {
+  console.log(`\n=== ${step.name}: ${step.title} ===`);
+  const cmd = step.cmd();
+  if (cmd === null) {
+    console.error(`test: ${step.name}: no compiled test suite found (run npm run build:ts first)`);
+    process.exit(1);
+  }
+  const [file, ...rest] = cmd;
+  const result = spawnSync(file, rest, { cwd: root, stdio: "inherit" });
+  if (result.error) {
+    console.error(`test: ${step.name}: ${result.error.message}`);
+    process.exit(1);
+  }
+  if (result.status !== 0) {
+    console.error(`\ntest: step "${step.name}" failed (exit ${result.status ?? result.signal})`);
+    process.exit(result.status || 1);
+  }
+}
+// No closing line of our own: the last step's summary (node:test) stays the last word.

@@ -1,0 +1,12 @@
+// The CLI's own failure: a one-line message and the exit code to leave with.
+
+/** Thrown by commands; main.ts prints `cvisor: <message>` and exits with exitCode. */
+export class CliError extends Error {
+  readonly exitCode: number;
+
+  constructor(message: string, exitCode: number) {
+    super(message);
+    this.name = "CliError";
+    this.exitCode = exitCode;
+  }
+}

@@ -1,0 +1,38 @@
+// The CLI's exit statuses (as `docker run`), and the one-line messages and JSON report
+// that go with a finished run. Pure, so the mapping is unit-tested.
+import type { RunResult } from "../sandbox/types.js";
+
+/** Success (and help, version). */
+export const EXIT_OK = 0;
+/** `doctor` found a problem that stops sandboxes from running. */
+export const EXIT_DOCTOR_FAILED = 1;
+/** 124 timeout, 125 cvisor failed, 126 cannot execute, 127 not found: shared with the library. */
+export { EXIT_CANNOT_EXEC, EXIT_CVISOR, EXIT_NOT_FOUND, EXIT_TIMEOUT } from "../sandbox/result.js";
+
+/**
+ * The line cvisor prints on stderr after a run (without the "cvisor: " prefix), or null.
+ * errnoText turns an errno name ("EACCES") into words ("permission denied").
+ */
+export function runMessage(
+  result: RunResult,
+  command: string,
+  timeoutText: string | undefined,
+  errnoText: (name: string) => string,
+): string | null {
+  if (result.timedOut) return `timed out after ${timeoutText ?? "the deadline"}`;
+  if (result.execError === "ENOENT") return `${command}: command not found`;
+  if (result.execError !== undefined) return `${command}: ${errnoText(result.execError)}`;
+  return null;
+}
+
+/** The --json run report: one line for stderr. */
+export function jsonReport(result: RunResult): string {
+  return JSON.stringify({
+    exitCode: result.exitCode,
+    signal: result.signal,
+    timedOut: result.timedOut,
+    durationMs: result.durationMs,
+    notifications: result.stats.notifications,
+    totalNotifications: result.stats.totalNotifications,
+  });
+}

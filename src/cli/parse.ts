@@ -1,0 +1,107 @@
+// Command-line parsing as a pure function: argv and the host environment in, a plan out
+// (what to run, or what to print). main.ts carries the plan out.
+import { Command, CommanderError } from "commander";
+import { CvisorError } from "../core/errors.js";
+import { VERSION } from "../version.js";
+import { EXIT_CVISOR, EXIT_OK } from "./exit-codes.js";
+import {
+  buildRunPlan,
+  separatorIndex,
+  usageError,
+  type ErrorPlan,
+  type Plan,
+  type RootOptions,
+} from "./plan.js";
+
+export type { DoctorPlan, ErrorPlan, Plan, PrintPlan, RunPlan } from "./plan.js";
+
+const HELP_AFTER = `
+Everything after -- is the command, verbatim. Without a command, cvisor starts $SHELL
+(else /bin/sh) in the sandbox.
+
+Exit status: the command's own; 128+N when it was killed by signal N; 124 when
+--timeout fired; 125 when cvisor itself failed; 126 when the command could not be
+executed; 127 when it was not found.
+
+Examples:
+  cvisor -- uname -a
+  cvisor --no-network --timeout 30s -- make test
+  cvisor -e DEBUG=1 -e HOME -C /tmp -- sh -c 'echo $DEBUG'
+`;
+
+/** Parses cvisor's command line (without node and the script path). */
+export function parseCli(
+  args: readonly string[],
+  hostEnv: Readonly<Record<string, string | undefined>>,
+): Plan {
+  const sep = separatorIndex(args);
+  const own = sep < 0 ? [...args] : args.slice(0, sep);
+  const command = sep < 0 ? [] : args.slice(sep + 1);
+  let out = "";
+  let plan: Plan | undefined;
+
+  const program = new Command("cvisor")
+    .usage("[options] -- CMD [ARGS...]")
+    .description("Run a program in a sandbox that can read this machine but not change it.")
+    .option(
+      "-e, --env <KEY=VAL>",
+      "set a variable in the guest environment (KEY alone: the host's value); repeatable",
+      (value: string, previous: string[] | undefined) => [...(previous ?? []), value],
+    )
+    .option("--no-network", "make AF_INET/AF_INET6 sockets fail (AF_UNIX still works)")
+    .option("--allow-listen", "allow bind/listen on AF_INET/AF_INET6 sockets")
+    .option("--timeout <duration>", "kill the whole process tree after DURATION (500ms, 5s, 2m)")
+    .option("-C, --workdir <dir>", "run the command in DIR")
+    .option("--json", "print a JSON run report on stderr at the end")
+    .version(VERSION, "-V, --version", "print the version")
+    .helpOption("-h, --help", "print this help")
+    .addHelpText("after", HELP_AFTER)
+    .argument("[stray...]")
+    // Unknown options land in `stray` too, so `cvisor ls -l` can say "put ls after --".
+    .allowUnknownOption()
+    .exitOverride()
+    .configureOutput({
+      writeOut: (text) => (out += text),
+      writeErr: (text) => (out += text),
+      outputError: () => undefined,
+    })
+    .action((stray: string[]) => {
+      plan =
+        stray.length > 0
+          ? strayPlan(stray)
+          : buildRunPlan(program.opts<RootOptions>(), command, hostEnv);
+    });
+  program
+    .command("doctor")
+    .description("check that this machine can run sandboxes")
+    .option("--json", "print the checks as JSON")
+    .helpOption("-h, --help", "print this help")
+    .action((opts: { json?: boolean }) => {
+      plan =
+        command.length > 0
+          ? usageError("doctor takes no command after --")
+          : { kind: "doctor", json: Boolean(opts.json || program.opts<RootOptions>().json) };
+    });
+
+  try {
+    program.parse(own, { from: "user" });
+  } catch (err) {
+    if (err instanceof CommanderError) {
+      const ok = err.exitCode === 0 || err.code === "commander.helpDisplayed";
+      if (ok) return { kind: "print", text: out, exitCode: EXIT_OK };
+      return usageError(err.message.replace(/^error:\s*/, ""));
+    }
+    if (err instanceof CvisorError)
+      return { kind: "error", message: err.message, exitCode: EXIT_CVISOR };
+    throw err;
+  }
+  return plan ?? usageError("nothing to do");
+}
+
+function strayPlan(stray: readonly string[]): ErrorPlan {
+  const word = stray.find((arg) => !arg.startsWith("-"));
+  if (word === undefined) return usageError(`unknown option '${stray[0] ?? ""}'`);
+  return usageError(
+    `unknown command '${word}' (to run a program: cvisor [options] -- ${word} ...)`,
+  );
+}

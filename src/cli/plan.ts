@@ -1,0 +1,115 @@
+// The plans the command line turns into, and the run plan builder shared by the full
+// (commander) parser and the fast path.
+import { CvisorError } from "../core/errors.js";
+import { parseDuration } from "../sandbox/duration.js";
+import { EXIT_CVISOR } from "./exit-codes.js";
+
+/** Run a command (or the user's shell) in a sandbox. */
+export interface RunPlan {
+  kind: "run";
+  argv: string[];
+  /** True when no command was given and argv is the user's shell. */
+  shell: boolean;
+  /** The -e additions (already resolved against the host for `-e KEY`). */
+  env: Record<string, string>;
+  network: boolean;
+  allowListen: boolean;
+  /** 0: no deadline. */
+  timeoutMs: number;
+  /** The --timeout text as the user wrote it, for messages. */
+  timeoutText?: string;
+  workdir?: string;
+  json: boolean;
+}
+
+/** Run `cvisor doctor`. */
+export interface DoctorPlan {
+  kind: "doctor";
+  json: boolean;
+}
+
+/** Print text (help, version) and exit. */
+export interface PrintPlan {
+  kind: "print";
+  text: string;
+  exitCode: number;
+}
+
+/** Report a usage error in one line and exit. */
+export interface ErrorPlan {
+  kind: "error";
+  message: string;
+  exitCode: number;
+}
+
+/** Everything the command line can ask for. */
+export type Plan = RunPlan | DoctorPlan | PrintPlan | ErrorPlan;
+
+/** Options that take a value: the token after them is never the `--` separator. */
+const VALUE_OPTIONS = new Set(["-e", "--env", "--timeout", "-C", "--workdir"]);
+
+/** The index of the `--` that ends cvisor's own options, or -1. */
+export function separatorIndex(args: readonly string[]): number {
+  for (let i = 0; i < args.length; i++) {
+    const arg = args[i];
+    if (arg === "--") return i;
+    if (arg !== undefined && VALUE_OPTIONS.has(arg)) i++;
+  }
+  return -1;
+}
+
+/** cvisor's own options, as commander (or the fast path) collects them. */
+export interface RootOptions {
+  env?: string[];
+  network: boolean;
+  allowListen?: boolean;
+  timeout?: string;
+  workdir?: string;
+  json?: boolean;
+}
+
+/** The run plan for parsed options and the command after `--` (an error plan if invalid). */
+export function buildRunPlan(
+  opts: RootOptions,
+  command: readonly string[],
+  hostEnv: Readonly<Record<string, string | undefined>>,
+): Plan {
+  const env: Record<string, string> = {};
+  for (const entry of opts.env ?? []) {
+    const eq = entry.indexOf("=");
+    const key = eq < 0 ? entry : entry.slice(0, eq);
+    if (key === "") return usageError(`invalid -e value '${entry}' (use KEY=VALUE or KEY)`);
+    if (eq >= 0) env[key] = entry.slice(eq + 1);
+    else if (hostEnv[key] !== undefined) env[key] = hostEnv[key];
+  }
+  let timeoutMs = 0;
+  if (opts.timeout !== undefined) {
+    try {
+      timeoutMs = parseDuration(opts.timeout);
+    } catch (err) {
+      if (err instanceof CvisorError)
+        return { kind: "error", message: err.message, exitCode: EXIT_CVISOR };
+      throw err;
+    }
+  }
+  const shell = command.length === 0;
+  const plan: RunPlan = {
+    kind: "run",
+    argv: shell ? [hostEnv.SHELL || "/bin/sh"] : [...command],
+    shell,
+    env,
+    network: opts.network,
+    allowListen: Boolean(opts.allowListen),
+    timeoutMs,
+    json: Boolean(opts.json),
+  };
+  if (opts.timeout !== undefined) plan.timeoutText = opts.timeout;
+  if (opts.workdir !== undefined) plan.workdir = opts.workdir;
+  return plan;
+}
+
+/** A usage error: one line, with a hint to read --help. */
+export function usageError(message: string): ErrorPlan {
+  const line = message.replace(/\s*\n\s*/g, " ").trim();
+  return { kind: "error", message: `${line} (see cvisor --help)`, exitCode: EXIT_CVISOR };
+}

@@ -1,0 +1,487 @@
+// The koffi binding of native/include/cvisor.h: the only module that knows the C ABI.
+// Everything above it sees typed functions, plain objects and CvisorError.
+import { createRequire } from "node:module";
+import { existsSync } from "node:fs";
+import { constants as osConstants } from "node:os";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import type * as Koffi from "koffi";
+import { CvisorError, cvErrorName, CV_ERROR } from "./errors.js";
+
+/** CV_ABI_VERSION of the header this binding was written against. */
+export const ABI_VERSION = 1;
+
+/** enum cv_run_state: how a run ended. */
+export const RUN_STATE = { EXITED: 1, SIGNALED: 2, EXEC_FAILED: 3, FAILED: 4 } as const;
+
+/** What a run needs to start; every field maps to one cv_run_set_* / add_* call. */
+export interface RunSpec {
+  helperPath: string;
+  argv: readonly string[];
+  /** "KEY=VALUE" strings: the guest environment, exactly. */
+  env: readonly string[];
+  cwd?: string | undefined;
+  /** Fds of this process for the guest's 0, 1, 2; -1 is /dev/null. */
+  stdio: readonly [number, number, number];
+  network: boolean;
+  allowListen: boolean;
+  /** 0: no deadline. */
+  timeoutMs: number;
+}
+
+/** cv_run_result, decoded. */
+export interface NativeRunResult {
+  state: number;
+  exitCode: number;
+  signal: number;
+  timedOut: boolean;
+  killed: boolean;
+  execErrno: number;
+  error: number;
+  durationMs: number;
+  userMs: number;
+  systemMs: number;
+  maxRssKb: number;
+  notifications: number;
+  message: string;
+}
+
+/** cv_probe_result, decoded (the *Errno fields as positive errno values, 0 when unknown). */
+export interface ProbeResult {
+  seccompUnotify: boolean;
+  seccompErrno: number;
+  addfdSend: boolean;
+  addfdErrno: number;
+  syncWakeup: boolean;
+  killableRecv: boolean;
+  pidfdOpen: boolean;
+  pidfdGetfd: boolean;
+  pidfdErrno: number;
+  landlockAbi: number;
+  landlockErrno: number;
+  procMemForce: boolean;
+  procMemErrno: number;
+  helperOk: boolean;
+  helperErrno: number;
+}
+
+type Ptr = bigint;
+type Fn<A extends unknown[], R> = (...args: A) => R;
+
+interface Binding {
+  runNew: Fn<[string], Ptr | null>;
+  addArg: Fn<[Ptr, string], number>;
+  addEnv: Fn<[Ptr, string], number>;
+  setCwd: Fn<[Ptr, string], number>;
+  setStdio: Fn<[Ptr, number, number, number], number>;
+  setNetwork: Fn<[Ptr, number], number>;
+  setAllowListen: Fn<[Ptr, number], number>;
+  setTimeoutMs: Fn<[Ptr, number], number>;
+  start: Fn<[Ptr, number[]], number>;
+  kill: Fn<[Ptr], number>;
+  getResult: Fn<[Ptr, Record<string, unknown>], number>;
+  statsJson: Fn<[Ptr, Buffer, number], number>;
+  free: Fn<[Ptr], void>;
+  pipe: Fn<[Int32Array], number>;
+  close: Fn<[number], number>;
+  probe: Fn<[string, Record<string, unknown>], number>;
+  strerror: Fn<[number], string | null>;
+  abiVersion: Fn<[], number>;
+}
+
+let root: string | undefined;
+
+/** The package root: the nearest directory above this module holding package.json. */
+export function packageRoot(): string {
+  if (root !== undefined) return root;
+  let dir = dirname(fileURLToPath(import.meta.url));
+  while (!existsSync(join(dir, "package.json"))) {
+    const parent = dirname(dir);
+    if (parent === dir) throw new CvisorError("cannot find the cvisor package root", "ENOROOT");
+    dir = parent;
+  }
+  return (root = dir);
+}
+
+/** Path of libcvisor.so: $CVISOR_LIB, else native/build/ of the package. */
+export function libraryPath(): string {
+  return process.env.CVISOR_LIB || join(packageRoot(), "native", "build", "libcvisor.so");
+}
+
+/** Path of the cvisor-helper binary: $CVISOR_HELPER, else native/build/ of the package. */
+export function helperPath(): string {
+  return process.env.CVISOR_HELPER || join(packageRoot(), "native", "build", "cvisor-helper");
+}
+
+let binding: Binding | undefined;
+let typesDeclared = false;
+
+/** Loads the library and declares every function, on first use only. */
+function lib(): Binding {
+  if (binding) return binding;
+  const path = libraryPath();
+  const hint = "(build it with: npm run build:native)";
+  const koffi = loadKoffi();
+  let handle: Koffi.LibraryHandle;
+  try {
+    handle = koffi.load(path);
+  } catch (err) {
+    throw new CvisorError(`cannot load ${path}: ${firstLine(err)} ${hint}`, "ENATIVE");
+  }
+  pinLoaded(koffi, path);
+  if (!typesDeclared) declareTypes(koffi);
+  typesDeclared = true;
+  try {
+    binding = declare(handle);
+  } catch (err) {
+    throw new CvisorError(`${path} is incomplete: ${firstLine(err)} ${hint}`, "ENATIVE");
+  }
+  const version = binding.abiVersion();
+  if (version !== ABI_VERSION) {
+    binding = undefined;
+    throw new CvisorError(
+      `${path} has ABI version ${version}, this cvisor needs ${ABI_VERSION} ${hint}`,
+      "ENATIVE",
+    );
+  }
+  return binding;
+}
+
+/** struct cv_run_result, field by field (a unit test compares it with the header). */
+export const RUN_RESULT_LAYOUT: readonly (readonly [string, string])[] = [
+  ["state", "int32_t"],
+  ["exit_code", "int32_t"],
+  ["signal", "int32_t"],
+  ["timed_out", "int32_t"],
+  ["killed", "int32_t"],
+  ["exec_errno", "int32_t"],
+  ["error", "int32_t"],
+  ["pad_", "int32_t"],
+  ["duration_ms", "double"],
+  ["user_ms", "double"],
+  ["system_ms", "double"],
+  ["max_rss_kb", "int64_t"],
+  ["notifications", "uint64_t"],
+  ["message", "char[256]"],
+];
+
+/** struct cv_probe_result, field by field (a unit test compares it with the header). */
+export const PROBE_RESULT_LAYOUT: readonly (readonly [string, string])[] = [
+  "seccomp_unotify",
+  "seccomp_errno",
+  "addfd_send",
+  "addfd_errno",
+  "sync_wakeup",
+  "killable_recv",
+  "pidfd_open",
+  "pidfd_getfd",
+  "pidfd_errno",
+  "landlock_abi",
+  "landlock_errno",
+  "proc_mem_force",
+  "proc_mem_errno",
+  "helper_ok",
+  "helper_errno",
+  "pad_",
+].map((name) => [name, "int32_t"] as const);
+
+/**
+ * koffi itself. Its JS entry spends ~3.5 ms of start-up (a third of the CLI's budget over
+ * `node -e 0`) detecting the platform before it requires its prebuilt native module; on glibc
+ * Linux we require that module directly, and fall back to the entry for anything else.
+ */
+function loadKoffi(): typeof Koffi {
+  const require = createRequire(import.meta.url);
+  if (process.platform === "linux" && (process.arch === "x64" || process.arch === "arm64")) {
+    try {
+      const dir = `@koromix/koffi-linux-${process.arch}`;
+      const native = require(`${dir}/linux_${process.arch}/koffi.node`) as typeof Koffi;
+      const pkg = require(`${dir}/package.json`) as { version?: unknown };
+      if (typeof native.load === "function" && native.version === pkg.version) return native;
+    } catch {
+      // Another layout or libc: the public entry knows.
+    }
+  }
+  // createRequire: koffi's CommonJS entry loads faster than its ESM wrapper.
+  return require("koffi") as typeof Koffi;
+}
+
+/**
+ * Marks the loaded library RTLD_NODELETE. koffi dlcloses libraries when Node tears down, but
+ * libcvisor's threads (spawner, receivers) outlive that: unmapping their code under them
+ * crashes the process at exit. dlopen(RTLD_NOLOAD | RTLD_NODELETE) pins the object in place.
+ */
+function pinLoaded(koffi: typeof Koffi, path: string): void {
+  const RTLD_NOW = 0x2;
+  const RTLD_NOLOAD = 0x4;
+  const RTLD_NODELETE = 0x1000;
+  try {
+    const self = koffi.load(null);
+    const dlopen = self.func("void *dlopen(const char *file, int mode)") as Fn<
+      [string, number],
+      Ptr | null
+    >;
+    dlopen(path, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
+  } catch {
+    // No dlopen to call (not glibc/musl): nothing to pin with; exit may then race the threads.
+  }
+}
+
+function declareTypes(koffi: typeof Koffi): void {
+  const fieldType = (ctype: string): string | Koffi.TypeObject => {
+    const array = /^(\w+)\[(\d+)\]$/.exec(ctype);
+    if (!array?.[1]) return ctype;
+    return koffi.array(array[1], Number(array[2]), array[1] === "char" ? "String" : "Array");
+  };
+  const struct = (layout: readonly (readonly [string, string])[]) =>
+    Object.fromEntries(layout.map(([name, ctype]) => [name, fieldType(ctype)]));
+  koffi.opaque("cv_run");
+  koffi.struct("cv_run_result", struct(RUN_RESULT_LAYOUT));
+  koffi.struct("cv_probe_result", struct(PROBE_RESULT_LAYOUT));
+}
+
+function declare(h: Koffi.LibraryHandle): Binding {
+  // The casts give koffi's untyped callables the C prototypes written next to them.
+  return {
+    runNew: h.func("cv_run *cv_run_new(const char *helper_path)") as Binding["runNew"],
+    addArg: h.func("int cv_run_add_arg(cv_run *r, const char *arg)") as Binding["addArg"],
+    addEnv: h.func("int cv_run_add_env(cv_run *r, const char *kv)") as Binding["addEnv"],
+    setCwd: h.func("int cv_run_set_cwd(cv_run *r, const char *dir)") as Binding["setCwd"],
+    setStdio: h.func("int cv_run_set_stdio(cv_run *r, int i, int o, int e)") as Binding["setStdio"],
+    setNetwork: h.func("int cv_run_set_network(cv_run *r, int n)") as Binding["setNetwork"],
+    setAllowListen: h.func(
+      "int cv_run_set_allow_listen(cv_run *r, int a)",
+    ) as Binding["setAllowListen"],
+    setTimeoutMs: h.func(
+      "int cv_run_set_timeout_ms(cv_run *r, uint32_t ms)",
+    ) as Binding["setTimeoutMs"],
+    start: h.func("int cv_run_start(cv_run *r, _Out_ int *done_fd)") as Binding["start"],
+    kill: h.func("int cv_run_kill(cv_run *r)") as Binding["kill"],
+    getResult: h.func(
+      "int cv_run_get_result(cv_run *r, _Out_ cv_run_result *out)",
+    ) as Binding["getResult"],
+    statsJson: h.func(
+      "int cv_run_stats_json(cv_run *r, char *buf, size_t len)",
+    ) as Binding["statsJson"],
+    free: h.func("void cv_run_free(cv_run *r)") as Binding["free"],
+    pipe: h.func("int cv_pipe(_Out_ int *fds)") as Binding["pipe"],
+    close: h.func("int cv_close(int fd)") as Binding["close"],
+    probe: h.func(
+      "int cv_probe(const char *helper_path, _Out_ cv_probe_result *out)",
+    ) as Binding["probe"],
+    strerror: h.func("const char *cv_strerror(int err)") as Binding["strerror"],
+    abiVersion: h.func("int cv_abi_version(void)") as Binding["abiVersion"],
+  };
+}
+
+function firstLine(err: unknown): string {
+  const text = err instanceof Error ? err.message : String(err);
+  return text.split("\n")[0] ?? text;
+}
+
+/** The name of a positive errno value ("ENOENT"), or "errno N". */
+export function errnoName(errno: number): string {
+  for (const [name, value] of Object.entries(osConstants.errno)) {
+    if (value === errno) return name;
+  }
+  return `errno ${errno}`;
+}
+
+/** The name of a signal number ("SIGKILL"), or "signal N". */
+export function signalName(signal: number): string {
+  for (const [name, value] of Object.entries(osConstants.signals)) {
+    if (value === signal) return name;
+  }
+  return `signal ${signal}`;
+}
+
+/** A short code for a negative return value: the cv_error name or the errno name. */
+export function errorCode(rc: number): string {
+  return cvErrorName(rc) ?? errnoName(-rc);
+}
+
+/** Human text for a negative return value (a cv_error or an -errno), from cv_strerror. */
+export function strerror(rc: number): string {
+  const name = cvErrorName(rc);
+  if (name) return ERROR_TEXT[name];
+  return lib().strerror(rc) ?? `error ${rc}`;
+}
+
+/** Sentences for the cv_error codes (cv_strerror gives only their names). */
+const ERROR_TEXT: Record<keyof typeof CV_ERROR, string> = {
+  CV_OK: "no error",
+  CV_ERR_NOMEM: "out of memory",
+  CV_ERR_INVALID: "invalid argument",
+  CV_ERR_STATE: "call not valid in the run's current state",
+  CV_ERR_HELPER: "cvisor-helper is missing or not executable (run: npm run build:native)",
+  CV_ERR_SPAWN: "could not start cvisor-helper",
+  CV_ERR_SECCOMP: "seccomp user notification is unavailable (run: cvisor doctor)",
+  CV_ERR_LANDLOCK: "Landlock is unavailable or refused (run: cvisor doctor)",
+  CV_ERR_HANDSHAKE: "cvisor-helper died before handing over the seccomp listener",
+  CV_ERR_PIDFD: "pidfd_open / pidfd_getfd are unavailable (run: cvisor doctor)",
+  CV_ERR_CWD: "the working directory cannot be entered",
+};
+
+function check(rc: number, what: string): number {
+  if (rc < 0) throw new CvisorError(`${what}: ${strerror(rc)}`, errorCode(rc));
+  return rc;
+}
+
+/** A cv_run handle; guards against use after cv_run_free (a BigInt pointer has no type). */
+export class NativeRun {
+  #ptr: Ptr | null;
+
+  /** Use createRun(). */
+  constructor(ptr: Ptr) {
+    this.#ptr = ptr;
+  }
+
+  /** The live pointer, or a CvisorError once freed. */
+  get ptr(): Ptr {
+    if (this.#ptr === null) throw new CvisorError("run already freed", "CV_ERR_STATE");
+    return this.#ptr;
+  }
+
+  /** True until free(). */
+  get alive(): boolean {
+    return this.#ptr !== null;
+  }
+
+  /** Forget the pointer (free() calls cv_run_free first). */
+  release(): void {
+    this.#ptr = null;
+  }
+}
+
+/** cv_run_new and every setter of a RunSpec; frees the run again if a setter fails. */
+export function createRun(spec: RunSpec): NativeRun {
+  const b = lib();
+  const ptr = b.runNew(spec.helperPath);
+  if (ptr === null) throw new CvisorError("cv_run_new: out of memory", "CV_ERR_NOMEM");
+  const run = new NativeRun(ptr);
+  try {
+    for (const arg of spec.argv) check(b.addArg(ptr, arg), `argument ${JSON.stringify(arg)}`);
+    for (const kv of spec.env) check(b.addEnv(ptr, kv), "environment");
+    if (spec.cwd !== undefined) check(b.setCwd(ptr, spec.cwd), `working directory ${spec.cwd}`);
+    check(b.setStdio(ptr, spec.stdio[0], spec.stdio[1], spec.stdio[2]), "stdio");
+    check(b.setNetwork(ptr, spec.network ? 0 : 1), "network policy");
+    check(b.setAllowListen(ptr, spec.allowListen ? 1 : 0), "listen policy");
+    check(b.setTimeoutMs(ptr, spec.timeoutMs), "timeout");
+  } catch (err) {
+    free(run);
+    throw err;
+  }
+  return run;
+}
+
+/** cv_run_start: returns at once with the fd that reaches EOF when the run is over. */
+export function start(run: NativeRun): { doneFd: number } {
+  const out = [-1];
+  check(lib().start(run.ptr, out), "cannot start the sandbox");
+  const doneFd = out[0];
+  if (doneFd === undefined || doneFd < 0) {
+    throw new CvisorError("cv_run_start returned no done fd", "CV_ERR_STATE");
+  }
+  return { doneFd };
+}
+
+/** cv_run_kill: asks for the whole tree to be killed; a no-op once the run is freed. */
+export function kill(run: NativeRun): void {
+  if (run.alive) check(lib().kill(run.ptr), "cannot kill the sandbox");
+}
+
+/** cv_run_get_result, decoded; valid once the done fd reached EOF. */
+export function getResult(run: NativeRun): NativeRunResult {
+  const out: Record<string, unknown> = {};
+  check(lib().getResult(run.ptr, out), "cannot read the run result");
+  const int = (key: string): number => Number(out[key] ?? 0);
+  return {
+    state: int("state"),
+    exitCode: int("exit_code"),
+    signal: int("signal"),
+    timedOut: int("timed_out") !== 0,
+    killed: int("killed") !== 0,
+    execErrno: int("exec_errno"),
+    error: int("error"),
+    durationMs: int("duration_ms"),
+    userMs: int("user_ms"),
+    systemMs: int("system_ms"),
+    maxRssKb: int("max_rss_kb"),
+    notifications: int("notifications"),
+    message: typeof out.message === "string" ? out.message : "",
+  };
+}
+
+/** The buffer cv_run_stats_json writes into; reused, since calls are synchronous. */
+let statsBuffer: Buffer | undefined;
+
+/** cv_run_stats_json, parsed: notifications per syscall name. */
+export function statsJson(run: NativeRun): Record<string, number> {
+  let buf = (statsBuffer ??= Buffer.allocUnsafe(64 * 1024));
+  for (;;) {
+    const need = check(lib().statsJson(run.ptr, buf, buf.length), "cannot read the run statistics");
+    if (need < buf.length) return parseStats(buf.toString("utf8", 0, need));
+    buf = statsBuffer = Buffer.allocUnsafe(need + 1);
+  }
+}
+
+function parseStats(text: string): Record<string, number> {
+  const stats: Record<string, number> = {};
+  if (text.trim() === "") return stats;
+  const parsed: unknown = JSON.parse(text);
+  if (typeof parsed !== "object" || parsed === null) return stats;
+  for (const [name, count] of Object.entries(parsed)) {
+    if (typeof count === "number") stats[name] = count;
+  }
+  return stats;
+}
+
+/** cv_run_free (kills a run that is still going); idempotent. */
+export function free(run: NativeRun): void {
+  if (!run.alive) return;
+  const ptr = run.ptr;
+  run.release();
+  lib().free(ptr);
+}
+
+/** cv_pipe: [read end, write end], both close-on-exec (Node has no pipe(2)). */
+export function pipe(): [number, number] {
+  const fds = new Int32Array([-1, -1]);
+  check(lib().pipe(fds), "cannot create a pipe");
+  return [fds[0] ?? -1, fds[1] ?? -1];
+}
+
+/** cv_close: close(2) for an fd no Node object owns. */
+export function close(fd: number): void {
+  check(lib().close(fd), `cannot close fd ${fd}`);
+}
+
+/** cv_probe: tries each kernel feature for real (for `cvisor doctor`). */
+export function probe(helper: string = helperPath()): ProbeResult {
+  const out: Record<string, unknown> = {};
+  check(lib().probe(helper, out), "feature probe failed");
+  const int = (key: string): number => Math.abs(Number(out[key] ?? 0));
+  const yes = (key: string): boolean => int(key) !== 0;
+  return {
+    seccompUnotify: yes("seccomp_unotify"),
+    seccompErrno: int("seccomp_errno"),
+    addfdSend: yes("addfd_send"),
+    addfdErrno: int("addfd_errno"),
+    syncWakeup: yes("sync_wakeup"),
+    killableRecv: yes("killable_recv"),
+    pidfdOpen: yes("pidfd_open"),
+    pidfdGetfd: yes("pidfd_getfd"),
+    pidfdErrno: int("pidfd_errno"),
+    landlockAbi: int("landlock_abi"),
+    landlockErrno: int("landlock_errno"),
+    procMemForce: yes("proc_mem_force"),
+    procMemErrno: int("proc_mem_errno"),
+    helperOk: yes("helper_ok"),
+    helperErrno: int("helper_errno"),
+  };
+}
+
+/** cv_abi_version of the loaded library. */
+export function abiVersion(): number {
+  return lib().abiVersion();
+}

@@ -1,0 +1,54 @@
+// Builds the guest environment: a short list of harmless host variables, never the whole
+// host environment (it may hold credentials), then the caller's additions.
+import { CvisorError } from "../core/errors.js";
+
+/** Host variables passed through by default, when set. */
+export const DEFAULT_ENV_KEYS: readonly string[] = [
+  "PATH",
+  "HOME",
+  "USER",
+  "LOGNAME",
+  "SHELL",
+  "TERM",
+  "COLORTERM",
+  "LANG",
+  "LANGUAGE",
+  "TZ",
+  "TMPDIR",
+];
+
+/** PATH when the host has none. */
+export const FALLBACK_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+type EnvLayer = Readonly<Record<string, string | undefined>> | undefined;
+
+/** The guest environment: defaults from `host`, then each layer in order (undefined removes). */
+export function buildEnv(
+  host: Readonly<Record<string, string | undefined>>,
+  ...layers: EnvLayer[]
+): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const [key, value] of Object.entries(host)) {
+    if (value !== undefined && (DEFAULT_ENV_KEYS.includes(key) || key.startsWith("LC_"))) {
+      env[key] = value;
+    }
+  }
+  env.PATH ??= FALLBACK_PATH;
+  for (const layer of layers) {
+    for (const [key, value] of Object.entries(layer ?? {})) {
+      if (value === undefined) delete env[key];
+      else env[key] = value;
+    }
+  }
+  return env;
+}
+
+/** "KEY=VALUE" strings for cv_run_add_env; a name that is empty or holds "=" is refused. */
+export function envStrings(env: Readonly<Record<string, string>>): string[] {
+  return Object.entries(env).map(([key, value]) => {
+    if (key === "" || key.includes("=") || key.includes("\0") || value.includes("\0")) {
+      throw new CvisorError(`invalid environment variable: ${JSON.stringify(key)}`, "EINVALID_ENV");
+    }
+    return `${key}=${value}`;
+  });
+}

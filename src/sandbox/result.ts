@@ -1,0 +1,70 @@
+// Turns a decoded cv_run_result into the public RunResult (pure: unit-tested).
+import { CvisorError, cvErrorName } from "../core/errors.js";
+import { RUN_STATE, errnoName, signalName, type NativeRunResult } from "../core/native.js";
+import type { RunResult, RunStats } from "./types.js";
+
+/** Exit code of the CLI when the deadline fired. */
+export const EXIT_TIMEOUT = 124;
+/** Exit code when cvisor itself failed. */
+export const EXIT_CVISOR = 125;
+/** Exit code when the command exists but could not be executed. */
+export const EXIT_CANNOT_EXEC = 126;
+/** Exit code when the command was not found. */
+export const EXIT_NOT_FOUND = 127;
+
+const ENOENT = 2;
+
+/** The exit code convention shared by the CLI and the library. */
+export function exitCodeOf(raw: NativeRunResult): number {
+  if (raw.timedOut) return EXIT_TIMEOUT;
+  switch (raw.state) {
+    case RUN_STATE.EXITED:
+      return raw.exitCode;
+    case RUN_STATE.SIGNALED:
+      return 128 + raw.signal;
+    case RUN_STATE.EXEC_FAILED:
+      return raw.execErrno === ENOENT ? EXIT_NOT_FOUND : EXIT_CANNOT_EXEC;
+    default:
+      return EXIT_CVISOR;
+  }
+}
+
+/** The CvisorError for a run that failed before its guest ran, or null when the guest ran. */
+export function runFailure(raw: NativeRunResult, describe: (rc: number) => string): Error | null {
+  if (raw.state === RUN_STATE.FAILED) {
+    const code = cvErrorName(raw.error) ?? (raw.error < 0 ? errnoName(-raw.error) : "CVISOR");
+    return new CvisorError(raw.message || describe(raw.error), code);
+  }
+  const known: number[] = Object.values(RUN_STATE);
+  if (!known.includes(raw.state)) {
+    return new CvisorError(`the native core reported an unknown run state ${raw.state}`, "ESTATE");
+  }
+  return null;
+}
+
+/** The public RunResult of a guest that ran (or could not be executed). */
+export function toRunResult(
+  raw: NativeRunResult,
+  notifications: Record<string, number>,
+  stdout: string,
+  stderr: string,
+): RunResult {
+  const stats: RunStats = {
+    notifications,
+    totalNotifications: raw.notifications,
+    userMs: raw.userMs,
+    systemMs: raw.systemMs,
+    maxRssKb: raw.maxRssKb,
+  };
+  const result: RunResult = {
+    exitCode: exitCodeOf(raw),
+    signal: raw.state === RUN_STATE.SIGNALED ? signalName(raw.signal) : null,
+    timedOut: raw.timedOut,
+    stdout,
+    stderr,
+    durationMs: raw.durationMs,
+    stats,
+  };
+  if (raw.state === RUN_STATE.EXEC_FAILED) result.execError = errnoName(raw.execErrno);
+  return result;
+}

@@ -1,0 +1,61 @@
+// The public shapes of the library API: what a Sandbox takes and what a run resolves to.
+
+/** Options of a Sandbox, the defaults of each of its runs. */
+export interface SandboxOptions {
+  /** AF_INET/AF_INET6 sockets allowed (default true); AF_UNIX always works. */
+  network?: boolean;
+  /** bind/listen on inet sockets allowed (default false). */
+  allowListen?: boolean;
+  /** Added to the default guest environment (see buildEnv). */
+  env?: Record<string, string>;
+  /** Working directory of the guest (default: this process's cwd). */
+  cwd?: string;
+  /** Deadline: milliseconds, or "500ms", "5s", "2m", "1h". */
+  timeout?: number | string;
+}
+
+/** Where a guest stream goes: this process's own fd, a captured pipe, or /dev/null. */
+export type OutputMode = "inherit" | "pipe" | "ignore";
+
+/** Options of one run; they override the Sandbox's. */
+export interface RunOptions {
+  /** Merged over the Sandbox's env; a value `undefined` removes the key. */
+  env?: Record<string, string | undefined>;
+  cwd?: string;
+  timeout?: number | string;
+  network?: boolean;
+  allowListen?: boolean;
+  /** "ignore" (default): /dev/null; "inherit": this process's stdin; a string or bytes: fed to the guest. */
+  stdin?: "inherit" | "ignore" | string | Uint8Array;
+  /** Default "pipe": captured into RunResult.stdout. */
+  stdout?: OutputMode;
+  /** Default "pipe": captured into RunResult.stderr. */
+  stderr?: OutputMode;
+  /** Aborting kills the whole guest tree; the run still resolves with its result. */
+  signal?: AbortSignal;
+}
+
+/** Resource use of a run. */
+export interface RunStats {
+  /** Seccomp notifications handled, per syscall name. */
+  notifications: Record<string, number>;
+  totalNotifications: number;
+  userMs: number;
+  systemMs: number;
+  maxRssKb: number;
+}
+
+/** How a run ended; exitCode follows the CLI convention (128+N, 124, 126, 127). */
+export interface RunResult {
+  exitCode: number;
+  /** "SIGKILL" etc. when the guest was killed by a signal, else null. */
+  signal: string | null;
+  timedOut: boolean;
+  /** Captured output ("" unless the stream was "pipe"). */
+  stdout: string;
+  stderr: string;
+  durationMs: number;
+  stats: RunStats;
+  /** Errno name when the command could not be executed, e.g. "ENOENT" when not found. */
+  execError?: string;
+}

@@ -1,0 +1,199 @@
+// Network policy from a real guest: a loopback TCP server started by the test is reachable by
+// default and unreachable with --no-network (socket() fails with EACCES, the server sees no
+// connection); inet bind/listen need --allow-listen; AF_UNIX always works.
+import assert from "node:assert/strict";
+import net from "node:net";
+import { Sandbox } from "../../src/index.js";
+import { prober } from "../helpers/cc.js";
+import { gtest } from "../helpers/guard.js";
+import { expectProbes, FAILED, type ProbeCase } from "../helpers/probe.js";
+import { cvisor, show, sleep, uniqueToken } from "../helpers/repo.js";
+
+interface Server {
+  port: number;
+  host: string;
+  token: string;
+  connections: () => number;
+  close: () => Promise<void>;
+}
+
+/** A loopback server answering "ping" with "pong-TOKEN" and counting connections. */
+function startServer(host: string): Promise<Server> {
+  const token = uniqueToken("pong");
+  let count = 0;
+  const server = net.createServer((sock) => {
+    count++;
+    sock.on("error", () => undefined);
+    sock.once("data", () => sock.end(`${token}\n`));
+  });
+  return new Promise((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(0, host, () => {
+      const addr = server.address();
+      if (addr === null || typeof addr === "string") {
+        reject(new Error("no address"));
+        return;
+      }
+      resolve({
+        port: addr.port,
+        host,
+        token,
+        connections: () => count,
+        close: () => new Promise<void>((r) => server.close(() => r())),
+      });
+    });
+  });
+}
+
+async function ipv6Loopback(): Promise<boolean> {
+  try {
+    const s = await startServer("::1");
+    await s.close();
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** A port nothing listens on right now. */
+async function freePort(): Promise<number> {
+  const s = await startServer("127.0.0.1");
+  await s.close();
+  return s.port;
+}
+
+const UNIX_OK: ProbeCase[] = [
+  { op: ["socket-unix"], expect: "OK" },
+  { op: ["socketpair-unix"], expect: "OK" },
+  { op: ["unix-abstract"], expect: "OK" },
+  { op: ["listen-unix"], expect: "OK" },
+];
+
+gtest("without --no-network a guest connects to the test's loopback server", async () => {
+  const v4 = await startServer("127.0.0.1");
+  const v6 = (await ipv6Loopback()) ? await startServer("::1") : undefined;
+  try {
+    const cases: ProbeCase[] = [
+      { op: ["connect-inet", "127.0.0.1", String(v4.port)], expect: `OK ${v4.token}` },
+    ];
+    if (v6) cases.push({ op: ["connect-inet", "::1", String(v6.port)], expect: `OK ${v6.token}` });
+    await expectProbes(cases, "connect with network");
+    assert.equal(v4.connections(), 1, "the server saw the guest's connection");
+    if (v6) assert.equal(v6.connections(), 1);
+  } finally {
+    await v4.close();
+    await v6?.close();
+  }
+});
+
+gtest(
+  "--no-network: AF_INET/AF_INET6 sockets fail with EACCES and the server sees nothing",
+  async () => {
+    const v4 = await startServer("127.0.0.1");
+    try {
+      await expectProbes(
+        [
+          { op: ["connect-inet", "127.0.0.1", String(v4.port)], expect: "EACCES" },
+          { op: ["connect-inet", "::1", String(v4.port)], expect: "EACCES" },
+          { op: ["socket-inet"], expect: "EACCES" },
+          { op: ["socket-inet6"], expect: "EACCES" },
+          { op: ["socket-inet-dgram"], expect: "EACCES" },
+          { op: ["socket-inet6-dgram"], expect: "EACCES" },
+          { op: ["socket-raw-inet"], expect: "EACCES" },
+          // other ways onto the wire fail too (AF_PACKET needs CAP_NET_RAW: root in CI)
+          { op: ["socket-packet"], expect: FAILED },
+          ...UNIX_OK,
+        ],
+        "--no-network",
+        ["--no-network"],
+      );
+      await sleep(200);
+      assert.equal(v4.connections(), 0, "the guest reached the server despite --no-network");
+    } finally {
+      await v4.close();
+    }
+  },
+);
+
+gtest("--no-network stops a shell-level connect (bash /dev/tcp) as well", async () => {
+  const v4 = await startServer("127.0.0.1");
+  try {
+    const script = `exec 3<>/dev/tcp/127.0.0.1/${v4.port} && echo connected || echo refused`;
+    const blocked = await cvisor(["--no-network"], ["bash", "-c", script], {
+      extraEnv: { LC_ALL: "C" },
+    });
+    assert.equal(blocked.out, "refused\n", show(blocked));
+    assert.equal(v4.connections(), 0);
+    const open = await cvisor([], ["bash", "-c", script]);
+    assert.equal(open.out, "connected\n", show(open));
+    await sleep(100);
+    assert.equal(v4.connections(), 1);
+  } finally {
+    await v4.close();
+  }
+});
+
+gtest(
+  "inet bind to a port and listen fail with EACCES without --allow-listen; AF_UNIX works",
+  async () => {
+    const port = String(await freePort());
+    await expectProbes(
+      [
+        { op: ["bind-inet", "127.0.0.1", port], expect: "EACCES" },
+        { op: ["bind-inet", "0.0.0.0", port], expect: "EACCES" },
+        { op: ["bind-inet", "::1", port], expect: "EACCES" },
+        { op: ["bind-inet", "127.0.0.1", "0"], expect: "OK" },
+        { op: ["listen-inet", "127.0.0.1"], expect: "EACCES" },
+        { op: ["listen-inet", "::1"], expect: "EACCES" },
+        // listen() on a never-bound socket binds it to an ephemeral port
+        { op: ["listen-unbound", "inet"], expect: "EACCES" },
+        { op: ["listen-unbound", "inet6"], expect: "EACCES" },
+        { op: ["bind-udp", "127.0.0.1", port], expect: "EACCES" },
+        { op: ["bind-udp", "127.0.0.1", "0"], expect: "OK" },
+        ...UNIX_OK,
+      ],
+      "listen policy (default)",
+    );
+  },
+);
+
+gtest("--allow-listen: bind and listen work", async () => {
+  const port = String(await freePort());
+  await expectProbes(
+    [
+      { op: ["bind-inet", "127.0.0.1", port], expect: "OK" },
+      { op: ["listen-inet", "127.0.0.1"], expect: "OK" },
+      { op: ["listen-inet", "::1"], expect: ["OK", "EADDRNOTAVAIL", "SETUP-bind-EADDRNOTAVAIL"] },
+      { op: ["listen-unbound", "inet"], expect: "OK" },
+      { op: ["bind-udp", "127.0.0.1", port], expect: "OK" },
+      ...UNIX_OK,
+    ],
+    "--allow-listen",
+    ["--allow-listen"],
+  );
+});
+
+gtest("library: network: false and allowListen map to the same policy", async () => {
+  const v4 = await startServer("127.0.0.1");
+  try {
+    const probe = prober();
+    const connect = ["connect-inet", "127.0.0.1", String(v4.port)];
+    const off = await new Sandbox({ network: false }).run([probe, ...connect]);
+    assert.equal(off.stdout, "EACCES\n", off.stderr);
+    const on = await new Sandbox().run([probe, ...connect]);
+    assert.equal(on.stdout, `OK ${v4.token}\n`, on.stderr);
+    const perRun = await new Sandbox().run([probe, ...connect], { network: false });
+    assert.equal(perRun.stdout, "EACCES\n", perRun.stderr);
+    assert.equal(v4.connections(), 1);
+    const listen = await new Sandbox({ allowListen: true }).run([
+      probe,
+      "listen-inet",
+      "127.0.0.1",
+    ]);
+    assert.equal(listen.stdout, "OK\n", listen.stderr);
+    const noListen = await new Sandbox().run([probe, "listen-inet", "127.0.0.1"]);
+    assert.equal(noListen.stdout, "EACCES\n", noListen.stderr);
+  } finally {
+    await v4.close();
+  }
+});

@@ -1,0 +1,99 @@
+// Compiles the C guests of test/fixtures/*.c with gcc, once per content: the binary lives in a
+// per-user cache dir under the temp dir, named by a hash of the source and the flags, so every
+// test file (each its own process) reuses it and a changed source is rebuilt.
+import { execFileSync } from "node:child_process";
+import { createHash } from "node:crypto";
+import {
+  chmodSync,
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  renameSync,
+} from "node:fs";
+import path from "node:path";
+import { fixtureSources, tempRoot } from "./repo.js";
+
+export const CFLAGS = ["-std=c11", "-O2", "-Wall", "-Wextra", "-Werror"];
+
+const built = new Map<string, string>();
+let cacheDir: string | undefined;
+
+/** A cache directory that is ours: owned by this uid, not writable by anyone else. */
+function ownCacheDir(): string {
+  if (cacheDir) return cacheDir;
+  const uid = process.getuid?.() ?? 0;
+  const dir = path.join(tempRoot(), `cvisor-e2e-cc-${uid}`);
+  try {
+    mkdirSync(dir, { mode: 0o755 });
+  } catch {
+    // Exists already (checked below).
+  }
+  const st = lstatSync(dir);
+  if (st.isDirectory() && st.uid === uid && (st.mode & 0o022) === 0) {
+    cacheDir = dir;
+  } else {
+    // Someone else's (or a symlink): do not trust it; build into a fresh private dir.
+    cacheDir = mkdtempSync(path.join(tempRoot(), `cvisor-e2e-cc-${uid}-`));
+    chmodSync(cacheDir, 0o755);
+  }
+  return cacheDir;
+}
+
+/**
+ * The path of the compiled fixture `name` (test/fixtures/NAME.c), compiling it if needed.
+ * Throws with gcc's output when it does not compile.
+ */
+export function compileFixture(name: string): string {
+  const cached = built.get(name);
+  if (cached) return cached;
+  const source = path.join(fixtureSources, `${name}.c`);
+  const text = readFileSync(source);
+  const hash = createHash("sha256")
+    .update(CFLAGS.join(" "))
+    .update("\0")
+    .update(text)
+    .digest("hex")
+    .slice(0, 16);
+  const dir = ownCacheDir();
+  const out = path.join(dir, `${name}-${hash}`);
+  if (!existsSync(out)) {
+    const tmp = `${out}.tmp-${process.pid}`;
+    try {
+      execFileSync("gcc", [...CFLAGS, "-o", tmp, source], { stdio: ["ignore", "pipe", "pipe"] });
+    } catch (err) {
+      const e = err as { stderr?: Buffer; message?: string };
+      throw new Error(`gcc failed on ${source}:\n${e.stderr?.toString() ?? e.message ?? ""}`);
+    }
+    chmodSync(tmp, 0o755);
+    renameSync(tmp, out); // atomic: a concurrent builder of the same hash wins either way
+  }
+  built.set(name, out);
+  return out;
+}
+
+/** The probe program (test/fixtures/try-syscall.c). */
+export function prober(): string {
+  return compileFixture("try-syscall");
+}
+
+/** The unkillable-but-by-SIGKILL sleeper (test/fixtures/sleeper.c). */
+export function sleeper(): string {
+  return compileFixture("sleeper");
+}
+
+/** The host-side xattr helper (test/fixtures/xattr-tool.c). */
+export function xattrTool(): string {
+  return compileFixture("xattr-tool");
+}
+
+/** Argv for try-syscall running several ops: [["op", "arg"], ["op2"]] → op arg ; op2 */
+export function probeArgs(ops: readonly (readonly string[])[]): string[] {
+  const args: string[] = [];
+  ops.forEach((op, i) => {
+    if (i > 0) args.push(";");
+    args.push(...op);
+  });
+  return args;
+}

@@ -1,0 +1,66 @@
+// The TypeScript mirror of the C ABI must not drift from native/include/cvisor.h.
+import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { test } from "node:test";
+import { CV_ERROR, CvisorError, cvErrorName } from "../../src/core/errors.js";
+import {
+  ABI_VERSION,
+  PROBE_RESULT_LAYOUT,
+  RUN_RESULT_LAYOUT,
+  RUN_STATE,
+  packageRoot,
+} from "../../src/core/native.js";
+
+const header = readFileSync(join(packageRoot(), "native", "include", "cvisor.h"), "utf8");
+
+function enumOf(name: string): Record<string, number> {
+  const body = new RegExp(`enum\\s+${name}\\s*\\{([^}]*)\\}`).exec(header)?.[1];
+  assert.ok(body, `enum ${name} not found in cvisor.h`);
+  const entries: Record<string, number> = {};
+  for (const m of body.replace(/\/\*[\s\S]*?\*\//g, "").matchAll(/(\w+)\s*=\s*(-?\d+)/g)) {
+    entries[m[1] as string] = Number(m[2]);
+  }
+  return entries;
+}
+
+function structOf(name: string): [string, string][] {
+  const body = new RegExp(`struct\\s+${name}\\s*\\{([^}]*)\\}`).exec(header)?.[1];
+  assert.ok(body, `struct ${name} not found in cvisor.h`);
+  const fields: [string, string][] = [];
+  for (const decl of body.replace(/\/\*[\s\S]*?\*\//g, "").split(";")) {
+    const m = /^\s*(\w+)\s+(\w+)\s*(\[\s*(\d+)\s*\])?\s*$/.exec(decl);
+    if (m) fields.push([m[2] as string, m[3] ? `${m[1]}[${m[4]}]` : (m[1] as string)]);
+  }
+  return fields;
+}
+
+test("CV_ERROR mirrors enum cv_error exactly", () => {
+  assert.deepEqual({ ...CV_ERROR }, enumOf("cv_error"));
+});
+
+test("RUN_STATE mirrors enum cv_run_state", () => {
+  const states = Object.fromEntries(
+    Object.entries(RUN_STATE).map(([key, value]) => [`CV_RUN_${key}`, value]),
+  );
+  assert.deepEqual(states, enumOf("cv_run_state"));
+});
+
+test("struct layouts match the header field by field", () => {
+  assert.deepEqual(RUN_RESULT_LAYOUT, structOf("cv_run_result"));
+  assert.deepEqual(PROBE_RESULT_LAYOUT, structOf("cv_probe_result"));
+});
+
+test("ABI version matches CV_ABI_VERSION", () => {
+  assert.equal(ABI_VERSION, Number(/#define\s+CV_ABI_VERSION\s+(\d+)/.exec(header)?.[1]));
+});
+
+test("cvErrorName and CvisorError", () => {
+  assert.equal(cvErrorName(-1004), "CV_ERR_HELPER");
+  assert.equal(cvErrorName(-2), undefined);
+  const err = new CvisorError("helper missing", "CV_ERR_HELPER");
+  assert.ok(err instanceof Error);
+  assert.equal(err.code, "CV_ERR_HELPER");
+  assert.equal(err.exitCode, 125);
+  assert.equal(err.message, "helper missing");
+});

@@ -1,0 +1,167 @@
+// The CLI grammar, through the pure parser.
+import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { test } from "node:test";
+import { packageRoot } from "../../src/core/native.js";
+import { fastParse } from "../../src/cli/fast-parse.js";
+import { parseCli, type Plan, type RunPlan } from "../../src/cli/parse.js";
+import { VERSION } from "../../src/version.js";
+
+const host = { SHELL: "/bin/zsh", HOME: "/home/u", TOKEN: "t0k" };
+
+function run(args: string[], env: Record<string, string | undefined> = host): RunPlan {
+  const plan = parseCli(args, env);
+  assert.equal(plan.kind, "run", JSON.stringify(plan));
+  return plan as RunPlan;
+}
+
+function error(args: string[]): Extract<Plan, { kind: "error" }> {
+  const plan = parseCli(args, host);
+  assert.equal(plan.kind, "error", JSON.stringify(plan));
+  return plan as Extract<Plan, { kind: "error" }>;
+}
+
+test("everything after -- is the command, verbatim", () => {
+  const plan = run(["--", "ls", "-la", "--", "--json", "-e", "X=1", "doctor"]);
+  assert.deepEqual(plan.argv, ["ls", "-la", "--", "--json", "-e", "X=1", "doctor"]);
+  assert.equal(plan.json, false);
+  assert.deepEqual(plan.env, {});
+  assert.equal(plan.shell, false);
+});
+
+test("defaults", () => {
+  const plan = run(["--", "true"]);
+  assert.equal(plan.network, true);
+  assert.equal(plan.allowListen, false);
+  assert.equal(plan.timeoutMs, 0);
+  assert.equal(plan.workdir, undefined);
+});
+
+test("-e repeats; KEY alone takes the host's value when set", () => {
+  const plan = run([
+    "-e",
+    "A=1",
+    "--env",
+    "B=x=y",
+    "-eC=",
+    "-e",
+    "TOKEN",
+    "-e",
+    "MISSING",
+    "--",
+    "env",
+  ]);
+  assert.deepEqual(plan.env, { A: "1", B: "x=y", C: "", TOKEN: "t0k" });
+});
+
+test("-e -- takes -- as its value, the next -- separates", () => {
+  const plan = run(["-e", "--", "--", "true"]);
+  assert.deepEqual(plan.argv, ["true"]);
+});
+
+test("options", () => {
+  const plan = run([
+    "--no-network",
+    "--allow-listen",
+    "--timeout",
+    "1.5s",
+    "-C",
+    "/tmp",
+    "--json",
+    "--",
+    "x",
+  ]);
+  assert.equal(plan.network, false);
+  assert.equal(plan.allowListen, true);
+  assert.equal(plan.timeoutMs, 1500);
+  assert.equal(plan.timeoutText, "1.5s");
+  assert.equal(plan.workdir, "/tmp");
+  assert.equal(plan.json, true);
+});
+
+test("no command starts $SHELL, else /bin/sh", () => {
+  const plan = run(["--no-network"]);
+  assert.deepEqual(plan.argv, ["/bin/zsh"]);
+  assert.equal(plan.shell, true);
+  assert.deepEqual(run([], {}).argv, ["/bin/sh"]);
+  assert.deepEqual(run(["--"], {}).argv, ["/bin/sh"]);
+});
+
+test("a bad duration is exit 125 with the duration message", () => {
+  const plan = error(["--timeout", "5x", "--", "true"]);
+  assert.equal(plan.exitCode, 125);
+  assert.equal(plan.message, "invalid duration: 5x (use e.g. 500ms, 5s, 2m)");
+});
+
+test("unknown options and stray words are 125, one line, with a --help hint", () => {
+  for (const args of [["--frobnicate", "--", "true"], ["ls"], ["-e"], ["-e", "=1", "--", "x"]]) {
+    const plan = error(args);
+    assert.equal(plan.exitCode, 125);
+    assert.ok(!plan.message.includes("\n"), plan.message);
+    assert.match(plan.message, /--help/);
+  }
+  assert.match(error(["ls", "-l"]).message, /cvisor \[options\] -- ls/);
+});
+
+test("doctor", () => {
+  assert.deepEqual(parseCli(["doctor"], host), { kind: "doctor", json: false });
+  assert.deepEqual(parseCli(["doctor", "--json"], host), { kind: "doctor", json: true });
+  assert.equal(parseCli(["doctor", "--", "x"], host).kind, "error");
+  // After --, "doctor" is a program name like any other.
+  assert.deepEqual(run(["--", "doctor"]).argv, ["doctor"]);
+});
+
+test("help and version print and exit 0", () => {
+  const help = parseCli(["--help"], host);
+  assert.equal(help.kind, "print");
+  if (help.kind === "print") {
+    assert.equal(help.exitCode, 0);
+    assert.match(help.text, /--no-network/);
+    assert.match(help.text, /doctor/);
+  }
+  assert.deepEqual(parseCli(["-V"], host), { kind: "print", text: `${VERSION}\n`, exitCode: 0 });
+});
+
+test("VERSION matches package.json", () => {
+  const pkg = JSON.parse(readFileSync(join(packageRoot(), "package.json"), "utf8")) as {
+    version: string;
+  };
+  assert.equal(VERSION, pkg.version);
+});
+
+test("the fast path agrees with the full parser, or defers to it", () => {
+  const lines = [
+    [],
+    ["--"],
+    ["--", "true"],
+    ["--json", "--", "ls", "-la"],
+    ["-e", "A=1", "--env", "B", "--env=C=3", "-e", "TOKEN", "--", "env"],
+    ["-e", "--", "--", "x"],
+    ["--no-network", "--allow-listen", "--timeout", "2s", "-C", "/tmp", "--", "x"],
+    ["--timeout=500ms", "--workdir=/", "--", "x"],
+    ["--timeout", "5x", "--", "x"],
+    ["--timeout="],
+    ["-e", "=1", "--", "x"],
+    ["-e"],
+    ["-eA=1", "--", "x"],
+    ["-CX", "--", "x"],
+    ["--json=1"],
+    ["--help"],
+    ["-V"],
+    ["doctor"],
+    ["ls"],
+    ["--frob", "--", "x"],
+  ];
+  let fastCount = 0;
+  for (const args of lines) {
+    const fast = fastParse(args, host);
+    if (fast === null) continue;
+    fastCount++;
+    assert.deepEqual(fast, parseCli(args, host), JSON.stringify(args));
+  }
+  assert.ok(fastCount >= 9, `the fast path took only ${fastCount} lines`);
+  for (const args of [["--help"], ["-V"], ["doctor"], ["ls"], ["--frob"], ["-e"]]) {
+    assert.equal(fastParse(args, host), null, JSON.stringify(args));
+  }
+});

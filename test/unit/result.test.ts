@@ -1,0 +1,104 @@
+// Exit-code mapping from a decoded cv_run_result, and the CLI's messages for it.
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import { CvisorError } from "../../src/core/errors.js";
+import { RUN_STATE, type NativeRunResult } from "../../src/core/native.js";
+import { jsonReport, runMessage } from "../../src/cli/exit-codes.js";
+import { exitCodeOf, runFailure, toRunResult } from "../../src/sandbox/result.js";
+
+function raw(fields: Partial<NativeRunResult>): NativeRunResult {
+  return {
+    state: RUN_STATE.EXITED,
+    exitCode: 0,
+    signal: 0,
+    timedOut: false,
+    killed: false,
+    execErrno: 0,
+    error: 0,
+    durationMs: 1.5,
+    userMs: 0.5,
+    systemMs: 0.25,
+    maxRssKb: 1024,
+    notifications: 3,
+    message: "",
+    ...fields,
+  };
+}
+
+const noText = (name: string): string => `text of ${name}`;
+
+test("the guest's own exit code", () => {
+  assert.equal(exitCodeOf(raw({ exitCode: 0 })), 0);
+  assert.equal(exitCodeOf(raw({ exitCode: 3 })), 3);
+});
+
+test("killed by signal N is 128+N with the signal's name", () => {
+  const r = raw({ state: RUN_STATE.SIGNALED, exitCode: -1, signal: 9 });
+  assert.equal(exitCodeOf(r), 137);
+  const result = toRunResult(r, {}, "", "");
+  assert.equal(result.signal, "SIGKILL");
+  assert.equal(result.exitCode, 137);
+});
+
+test("a timeout is 124 whatever killed the tree", () => {
+  const r = raw({ state: RUN_STATE.SIGNALED, signal: 9, timedOut: true });
+  assert.equal(exitCodeOf(r), 124);
+  const result = toRunResult(r, {}, "", "");
+  assert.equal(result.timedOut, true);
+  assert.equal(runMessage(result, "sleep", "300ms", noText), "timed out after 300ms");
+});
+
+test("exec failures: 127 not found, 126 otherwise", () => {
+  const notFound = toRunResult(raw({ state: RUN_STATE.EXEC_FAILED, execErrno: 2 }), {}, "", "");
+  assert.equal(notFound.exitCode, 127);
+  assert.equal(notFound.execError, "ENOENT");
+  assert.equal(runMessage(notFound, "nope", undefined, noText), "nope: command not found");
+  const denied = toRunResult(raw({ state: RUN_STATE.EXEC_FAILED, execErrno: 13 }), {}, "", "");
+  assert.equal(denied.exitCode, 126);
+  assert.equal(denied.execError, "EACCES");
+  assert.equal(runMessage(denied, "./x", undefined, noText), "./x: text of EACCES");
+});
+
+test("a normal exit has no message and no execError", () => {
+  const result = toRunResult(raw({ exitCode: 1 }), { openat: 2, execve: 1 }, "out", "err");
+  assert.equal(runMessage(result, "false", undefined, noText), null);
+  assert.equal("execError" in result, false);
+  assert.deepEqual(result.stats, {
+    notifications: { openat: 2, execve: 1 },
+    totalNotifications: 3,
+    userMs: 0.5,
+    systemMs: 0.25,
+    maxRssKb: 1024,
+  });
+  assert.equal(result.stdout, "out");
+  assert.equal(result.stderr, "err");
+});
+
+test("CV_RUN_FAILED is a CvisorError with the C message", () => {
+  const failure = runFailure(
+    raw({ state: RUN_STATE.FAILED, error: -1004, message: "helper not found" }),
+    () => "unused",
+  );
+  assert.ok(failure instanceof CvisorError);
+  assert.equal(failure.message, "helper not found");
+  assert.equal(failure.code, "CV_ERR_HELPER");
+  const noMessage = runFailure(raw({ state: RUN_STATE.FAILED, error: -1006 }), () => "described");
+  assert.equal(noMessage?.message, "described");
+  assert.equal(
+    runFailure(raw({}), () => ""),
+    null,
+  );
+  assert.ok(runFailure(raw({ state: 99 }), () => "") instanceof CvisorError);
+});
+
+test("the --json report has exactly the documented keys", () => {
+  const result = toRunResult(raw({ exitCode: 2 }), { openat: 3 }, "", "");
+  assert.deepEqual(JSON.parse(jsonReport(result)), {
+    exitCode: 2,
+    signal: null,
+    timedOut: false,
+    durationMs: 1.5,
+    notifications: { openat: 3 },
+    totalNotifications: 3,
+  });
+});
