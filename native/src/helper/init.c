@@ -1,6 +1,6 @@
 /* cvisor-helper: the sandbox's init (static binary, spawned by the supervisor).
  *
- *   cvisor-helper init --ppid PID [--cwd DIR] [--no-network] -- CMD [ARGS...]
+ *   cvisor-helper init --ppid PID [--cwd DIR] [--no-network] [--ruleset-fd FD] -- CMD [ARGS...]
  *   cvisor-helper probe
  *
  * init: subreaper, capabilities, NO_NEW_PRIVS, Landlock domain A, the seccomp
@@ -17,12 +17,14 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <termios.h>
 #include <unistd.h>
 
 #include "common/landlock.h"
+#include "common/landlock_rules.h"
 #include "common/proto.h"
 #include "common/seccomp_defs.h"
 #include "common/util.h"
@@ -60,14 +62,32 @@ static int install_filter(int deny_network, int signals_scoped) {
     return fd < 0 ? -errno : fd;
 }
 
-static _Noreturn void run_guest(char **argv, int abi) {
+/* Look CMD up in PATH now, before the filter: every miss of execvp's own walk
+ * would be a notified execve. Misses and odd cases are left to execvp. */
+static const char *resolve_cmd(const char *cmd, char *buf, size_t len) {
+    if (!*cmd || strchr(cmd, '/')) return cmd;
+    const char *path = getenv("PATH");
+    if (!path) path = "/bin:/usr/bin";
+    while (*path) {
+        const char *end = strchr(path, ':');
+        size_t dl = end ? (size_t)(end - path) : strlen(path);
+        if (dl && (size_t)snprintf(buf, len, "%.*s/%s", (int)dl, path, cmd) < len) {
+            struct stat st;
+            if (stat(buf, &st) == 0 && S_ISREG(st.st_mode) && access(buf, X_OK) == 0) return buf;
+        }
+        path += dl + (end ? 1 : 0);
+    }
+    return cmd;
+}
+
+static _Noreturn void run_guest(const char *file, char **argv, int abi) {
     set_job_signals(SIG_DFL);
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
     int r = cv_apply_scope_domain(abi);
     if (r < 0) setup_failed(CV_ERR_LANDLOCK, -r, "landlock scope domain");
-    execvp(argv[0], argv);
+    execvp(file, argv);
     struct cv_rec rec = {.type = CV_REC_EXEC_FAILED, .a = errno};
     send_rec(&rec);
     _exit(errno == ENOENT ? 127 : 126);
@@ -76,12 +96,13 @@ static _Noreturn void run_guest(char **argv, int abi) {
 static int init_main(int argc, char **argv) {
     long ppid = -1;
     const char *cwd = NULL;
-    int deny_network = 0, i = 2;
+    int deny_network = 0, ruleset = -1, i = 2;
     for (; i < argc; i++) {
         if (!strcmp(argv[i], "--")) { i++; break; }
         if (!strcmp(argv[i], "--ppid") && i + 1 < argc) ppid = strtol(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "--cwd") && i + 1 < argc) cwd = argv[++i];
         else if (!strcmp(argv[i], "--no-network")) deny_network = 1;
+        else if (!strcmp(argv[i], "--ruleset-fd") && i + 1 < argc) ruleset = (int)strtol(argv[++i], NULL, 10);
         else setup_failed(CV_ERR_INVALID, EINVAL, "cvisor-helper: bad argument");
     }
     if (i >= argc) setup_failed(CV_ERR_INVALID, EINVAL, "cvisor-helper: no command");
@@ -92,9 +113,15 @@ static int init_main(int argc, char **argv) {
     if (ppid > 0 && getppid() != ppid) _exit(125);
     fcntl(CV_HELPER_STATUS_FD, F_SETFD, FD_CLOEXEC);
     fcntl(CV_HELPER_GO_FD, F_SETFD, FD_CLOEXEC);
-    syscall(SYS_close_range, CV_HELPER_GO_FD + 1, ~0u, 0);
+    if (ruleset > CV_HELPER_GO_FD) {
+        if (dup2(ruleset, CV_HELPER_GO_FD + 1) < 0) setup_failed(CV_ERR_LANDLOCK, errno, "ruleset fd");
+        ruleset = CV_HELPER_GO_FD + 1;
+    }
+    syscall(SYS_close_range, CV_HELPER_GO_FD + (ruleset >= 0 ? 2 : 1), ~0u, 0);
 
     if (cwd && chdir(cwd) < 0) setup_failed(CV_ERR_CWD, errno, cwd);
+    char file_buf[4096];
+    const char *file = resolve_cmd(guest_argv[0], file_buf, sizeof file_buf);
     if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0) setup_failed(CV_ERR_SPAWN, errno, "PR_SET_CHILD_SUBREAPER");
     set_job_signals(SIG_IGN); /* init survives ^C and job control; the guest does not inherit this */
 
@@ -103,9 +130,23 @@ static int init_main(int argc, char **argv) {
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) setup_failed(CV_ERR_SPAWN, errno, "PR_SET_NO_NEW_PRIVS");
     int abi = cv_landlock_abi();
     if (abi < 1) setup_failed(CV_ERR_LANDLOCK, errno ? errno : ENOSYS, "Landlock is not available (cvisor doctor explains)");
-    const char *what = "landlock";
-    r = cv_apply_fs_domain(abi, &what);
-    if (r < 0) setup_failed(CV_ERR_LANDLOCK, -r, what);
+    const char *what = "landlock_restrict_self";
+    if (ruleset < 0) {
+        /* No ruleset from the supervisor: build it here, with our own terminals. */
+        char tty[3][256];
+        const char *ttys[4] = {0};
+        size_t nt = 0;
+        for (int fd = 0; fd <= 2; fd++) {
+            char link[64];
+            snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+            if (isatty(fd) && cv_readlink(link, tty[nt], sizeof tty[nt]) > 0 && tty[nt][0] == '/')
+                ttys[nt] = tty[nt], nt++;
+        }
+        ruleset = cv_fs_ruleset_build(abi, ttys, NULL, &what);
+        if (ruleset < 0) setup_failed(CV_ERR_LANDLOCK, -ruleset, what);
+    }
+    if (cv_landlock_restrict(ruleset) < 0) setup_failed(CV_ERR_LANDLOCK, errno, what);
+    close(ruleset);
     int listener = install_filter(deny_network, abi >= 6);
     if (listener < 0) setup_failed(CV_ERR_SECCOMP, -listener, "seccomp user notification");
 
@@ -119,7 +160,7 @@ static int init_main(int argc, char **argv) {
 
     pid_t main_pid = fork();
     if (main_pid < 0) setup_failed(CV_ERR_SPAWN, errno, "fork");
-    if (main_pid == 0) run_guest(guest_argv, abi);
+    if (main_pid == 0) run_guest(file, guest_argv, abi);
 
     for (;;) {
         int status;

@@ -126,7 +126,7 @@ CV_API int cv_run_start(cv_run *r, int *done_fd) {
         struct stat st;
         if (fstat(r->stdio[i], &st) == 0 && S_ISCHR(st.st_mode) && isatty(r->stdio[i]))
             r->stdio_rdev[i] = st.st_rdev;
-        own[i] = fcntl(r->stdio[i], F_DUPFD_CLOEXEC, 3);
+        own[i] = fcntl(r->stdio[i], F_DUPFD_CLOEXEC, 16); /* above the helper's fixed fds */
         if (own[i] < 0) {
             for (int j = 0; j < i; j++)
                 if (own[j] >= 0) close(own[j]);

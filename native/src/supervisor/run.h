@@ -49,6 +49,9 @@ struct cv_run {
  * Fills init_pid, status_r, go_w. Returns 0 or a cv_error. */
 int cv_spawn_helper(struct cv_run *r, char *msg, size_t msglen);
 
+/* ruleset.c: a dup of the cached Landlock domain A ruleset, or -errno (msg filled). */
+int cv_ruleset_for(const struct cv_run *r, char *msg, size_t msglen);
+
 /* receiver.c: the per-run thread. */
 void *cv_receiver_main(void *arg);
 

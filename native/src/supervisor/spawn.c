@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "common/proto.h"
+#include "common/util.h"
 #include "run.h"
 
 struct spawn_req {
@@ -30,21 +31,35 @@ static pthread_cond_t finished = PTHREAD_COND_INITIALIZER;
 static struct spawn_req *queue;
 static int thread_started;
 
+static int above_targets(int fd) {
+    if (fd < 0 || fd > CV_HELPER_GO_FD + 1) return fd;
+    int moved = fcntl(fd, F_DUPFD_CLOEXEC, CV_HELPER_GO_FD + 2);
+    close(fd);
+    return moved;
+}
+
 static int do_spawn(struct cv_run *r, char *msg, size_t msglen) {
     if (access(r->helper, X_OK) < 0) {
         snprintf(msg, msglen, "cvisor-helper not found or not executable at %s: %s (run npm install)",
                  r->helper, strerror(errno));
         return CV_ERR_HELPER;
     }
+    cv_autoclose int ruleset = cv_ruleset_for(r, msg, msglen);
+    if (ruleset < 0) return CV_ERR_LANDLOCK;
     int status[2] = {-1, -1}, go[2] = {-1, -1};
     if (pipe2(status, O_CLOEXEC) < 0 || pipe2(go, O_CLOEXEC) < 0) {
         snprintf(msg, msglen, "pipe: %s", strerror(errno));
         if (status[0] >= 0) { close(status[0]); close(status[1]); }
         return CV_ERR_SPAWN;
     }
+    /* The child's dup2s run in order onto fds 0..5: no source may sit below 6,
+     * or an earlier dup2 would overwrite it. */
+    status[1] = above_targets(status[1]);
+    go[0] = above_targets(go[0]);
+    ruleset = above_targets(ruleset);
     /* argv: helper init --ppid P [--cwd D] [--no-network] -- argv... */
     size_t n = 0;
-    char **av = calloc(r->argc + 10, sizeof *av);
+    char **av = calloc(r->argc + 12, sizeof *av);
     char ppid[32];
     snprintf(ppid, sizeof ppid, "%d", (int)getpid());
     av[n++] = r->helper;
@@ -53,6 +68,8 @@ static int do_spawn(struct cv_run *r, char *msg, size_t msglen) {
     av[n++] = ppid;
     if (r->cwd) { av[n++] = "--cwd"; av[n++] = r->cwd; }
     if (r->network == CV_NET_DENY) av[n++] = "--no-network";
+    av[n++] = "--ruleset-fd";
+    av[n++] = "5";
     av[n++] = "--";
     for (size_t i = 0; i < r->argc; i++) av[n++] = r->argv[i];
     av[n] = NULL;
@@ -66,6 +83,7 @@ static int do_spawn(struct cv_run *r, char *msg, size_t msglen) {
     }
     posix_spawn_file_actions_adddup2(&fa, status[1], CV_HELPER_STATUS_FD);
     posix_spawn_file_actions_adddup2(&fa, go[0], CV_HELPER_GO_FD);
+    posix_spawn_file_actions_adddup2(&fa, ruleset, CV_HELPER_GO_FD + 1);
     posix_spawnattr_t attr;
     posix_spawnattr_init(&attr);
     sigset_t all, none;

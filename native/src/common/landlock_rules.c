@@ -13,8 +13,8 @@
 #include <unistd.h>
 
 #include "common/landlock.h"
+#include "common/landlock_rules.h"
 #include "common/util.h"
-#include "policy.h"
 
 #define MAX_HIDDEN 64
 
@@ -61,7 +61,20 @@ static int add_rule(int rs, const char *path, uint64_t access, int is_dir) {
     return 0;
 }
 
-static int grant_tree(int rs, const char *dir, const struct hidden *h, uint64_t rx, int depth) {
+static void note_expanded(struct cv_ll_expanded *x, const char *dir) {
+    if (!x || x->n >= CV_LL_MAX_EXPANDED) {
+        if (x) x->overflow = 1;
+        return;
+    }
+    struct stat st;
+    if (stat(dir, &st) < 0) return;
+    snprintf(x->dir[x->n], sizeof x->dir[x->n], "%s", dir);
+    x->mtime[x->n] = st.st_mtim;
+    x->n++;
+}
+
+static int grant_tree(int rs, const char *dir, const struct hidden *h, uint64_t rx, int depth,
+                      struct cv_ll_expanded *x) {
     int contains = 0;
     for (size_t i = 0; i < h->n; i++) {
         if (strcmp(h->path[i], dir) == 0) return 0; /* hidden itself */
@@ -70,6 +83,7 @@ static int grant_tree(int rs, const char *dir, const struct hidden *h, uint64_t 
     if (!contains || depth > 32) return add_rule(rs, dir, rx, 1);
     int r = add_rule(rs, dir, CV_LL_READ_DIR, 1);
     if (r < 0) return r;
+    note_expanded(x, dir);
     DIR *d = opendir(dir);
     if (!d) return 0;
     struct dirent *e;
@@ -79,7 +93,7 @@ static int grant_tree(int rs, const char *dir, const struct hidden *h, uint64_t 
         snprintf(child, sizeof child, "%s%s%s", dir, strcmp(dir, "/") ? "/" : "", e->d_name);
         struct stat st;
         if (lstat(child, &st) < 0 || S_ISLNK(st.st_mode)) continue; /* links: their targets are granted */
-        r = S_ISDIR(st.st_mode) ? grant_tree(rs, child, h, rx, depth + 1)
+        r = S_ISDIR(st.st_mode) ? grant_tree(rs, child, h, rx, depth + 1, x)
                                 : add_rule(rs, child, rx, 0);
         if (r < 0) break;
     }
@@ -87,7 +101,8 @@ static int grant_tree(int rs, const char *dir, const struct hidden *h, uint64_t 
     return r;
 }
 
-int cv_apply_fs_domain(int abi, const char **what) {
+int cv_fs_ruleset_build(int abi, const char *const *ttys, struct cv_ll_expanded *x,
+                        const char **what) {
     struct cv_ll_ruleset_attr attr = {.handled_access_fs = cv_landlock_fs_rights(abi)};
     attr.handled_access_fs &= ~CV_LL_IOCTL_DEV; /* device ioctls: see docs/ARCHITECTURE.md */
     *what = "landlock_create_ruleset";
@@ -97,7 +112,8 @@ int cv_apply_fs_domain(int abi, const char **what) {
     hide_procfs(&h);
     uint64_t rx = CV_LL_READ_FILE | CV_LL_READ_DIR | CV_LL_EXECUTE;
     *what = "landlock_add_rule (host tree)";
-    int r = grant_tree(rs, "/", &h, rx, 0);
+    if (x) memset(x, 0, sizeof *x);
+    int r = grant_tree(rs, "/", &h, rx, 0, x);
     for (size_t i = 0; i < h.n; i++) free(h.path[i]);
     if (r < 0) return r;
     /* Writable device nodes. The supervisor decides every write open; these
@@ -108,16 +124,20 @@ int cv_apply_fs_domain(int abi, const char **what) {
     *what = "landlock_add_rule (devices)";
     for (size_t i = 0; i < sizeof devs / sizeof devs[0]; i++)
         if ((r = add_rule(rs, devs[i], rw, 0)) < 0) return r;
-    for (int fd = 0; fd <= 2; fd++) {
-        if (!isatty(fd)) continue;
-        char link[64], tty[256];
-        snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
-        if (cv_readlink(link, tty, sizeof tty) > 0 && tty[0] == '/' && (r = add_rule(rs, tty, rw, 0)) < 0)
-            return r;
+    for (size_t i = 0; ttys && ttys[i]; i++)
+        if ((r = add_rule(rs, ttys[i], rw, 0)) < 0) return r;
+    return cv_steal_fd(&rs);
+}
+
+int cv_ll_expanded_fresh(const struct cv_ll_expanded *x) {
+    if (x->overflow) return 0;
+    for (size_t i = 0; i < x->n; i++) {
+        struct stat st;
+        if (stat(x->dir[i], &st) < 0 || st.st_mtim.tv_sec != x->mtime[i].tv_sec ||
+            st.st_mtim.tv_nsec != x->mtime[i].tv_nsec)
+            return 0;
     }
-    *what = "landlock_restrict_self";
-    if (cv_landlock_restrict(rs) < 0) return -errno;
-    return 0;
+    return 1;
 }
 
 int cv_apply_scope_domain(int abi) {
