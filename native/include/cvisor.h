@@ -99,7 +99,10 @@ CV_API int cv_run_start(cv_run *r, int *done_fd);
 /* Ask for the whole tree to be killed (setsid daemons and double forks included).
  * Asynchronous and idempotent. */
 CV_API int cv_run_kill(cv_run *r);
-/* After done_fd reached EOF: the result. CV_ERR_STATE before that. */
+/* Block the calling thread until the run is over (for callers with a thread to
+ * spare, e.g. a libuv threadpool job; the done fd is for event loops). */
+CV_API int cv_run_wait(cv_run *r);
+/* After done_fd reached EOF (or cv_run_wait returned): the result. CV_ERR_STATE before that. */
 CV_API int cv_run_get_result(cv_run *r, cv_run_result *out);
 /* JSON object {"openat": 12, ...}: notifications per syscall name. Returns the length
  * that the whole text needs (excluding NUL); writes at most len-1 bytes plus NUL. */
@@ -113,6 +116,8 @@ CV_API void cv_run_free(cv_run *r);
 CV_API int cv_pipe(int fds[2]);
 /* close(2), for callers without one. */
 CV_API int cv_close(int fd);
+/* isatty(3), for callers that would otherwise load a terminal module to ask. */
+CV_API int cv_isatty(int fd);
 
 /* Feature probe for `cvisor doctor`: tries each feature for real. */
 typedef struct cv_probe_result {

@@ -354,7 +354,7 @@ static void test_table(void) {
         check(s->why && s->why[0], "row %zu %s: empty why", i, nm);
         check(s->nr >= 0 && s->nr < NR_SPAN, "row %zu %s: nr %d outside 0..%d", i, nm, s->nr,
               NR_SPAN - 1);
-        check(s->arg_rule <= CV_ARG_SIGNAL, "row %zu %s: unknown arg_rule %u", i, nm, s->arg_rule);
+        check(s->arg_rule <= CV_ARG_OPEN_DIR, "row %zu %s: unknown arg_rule %u", i, nm, s->arg_rule);
         if (s->arg_rule == CV_ARG_NONE) {
             check(s->kind == CV_ALLOW || s->kind == CV_DENY || s->kind == CV_NOTIFY,
                   "row %zu %s: unknown kind %u", i, nm, s->kind);
@@ -515,6 +515,22 @@ static const struct tcase tcases[] = {
     NEW_FLAGS(CL)
 #undef CL
     {"clone all NEW flags", __NR_clone, {CV_CLONE_NEW_MASK | SIGCHLD_}, E_FIXED, ERR(EPERM), 1},
+    /* open(path, flags) / openat(dirfd, path, flags): read-only directory opens run natively */
+    {"openat O_RDONLY|O_DIRECTORY", __NR_openat, {-100, 0x7ffc0000, 0200000 | 02000000}, E_FIXED, ALLOW, 1},
+    {"openat find's dir open", __NR_openat, {-100, 0x7ffc0000, 0200000 | 0400 | 04000 | 0400000 | 02000000}, E_FIXED, ALLOW, 1},
+    {"openat O_PATH|O_DIRECTORY", __NR_openat, {3, 0x7ffc0000, 010000000 | 0200000}, E_FIXED, ALLOW, 1},
+    {"openat O_RDONLY file", __NR_openat, {-100, 0x7ffc0000, 0}, E_FIXED, NOTIF, 1},
+    {"openat O_RDWR|O_DIRECTORY", __NR_openat, {-100, 0x7ffc0000, 0200000 | 2}, E_FIXED, NOTIF, 1},
+    {"openat O_WRONLY|O_DIRECTORY", __NR_openat, {-100, 0x7ffc0000, 0200000 | 1}, E_FIXED, NOTIF, 1},
+    {"openat O_CREAT|O_DIRECTORY", __NR_openat, {-100, 0x7ffc0000, 0200000 | 0100}, E_FIXED, NOTIF, 1},
+    {"openat O_TRUNC|O_DIRECTORY", __NR_openat, {-100, 0x7ffc0000, 0200000 | 01000}, E_FIXED, NOTIF, 1},
+    {"openat O_TMPFILE", __NR_openat, {-100, 0x7ffc0000, 020000000 | 0200000 | 2}, E_FIXED, NOTIF, 1},
+    {"openat O_TMPFILE read-only", __NR_openat, {-100, 0x7ffc0000, 020000000 | 0200000}, E_FIXED, NOTIF, 1},
+    {"openat flags in the path slot", __NR_openat, {-100, 0200000, 0}, E_FIXED, NOTIF, 1},
+    {"open O_RDONLY|O_DIRECTORY", __NR_open, {0x7ffc0000, 0200000}, E_FIXED, ALLOW, 1},
+    {"open O_WRONLY|O_DIRECTORY", __NR_open, {0x7ffc0000, 0200000 | 1}, E_FIXED, NOTIF, 1},
+    {"open O_RDONLY file", __NR_open, {0x7ffc0000, 0}, E_FIXED, NOTIF, 1},
+    {"creat", __NR_creat, {0x7ffc0000, 0755}, E_FIXED, NOTIF, 1},
     /* ioctl(fd, request, ...) */
     {"ioctl TIOCSTI", __NR_ioctl, {0, 0x5412, 0x7ffc0000}, E_FIXED, ERR(EPERM), 1},
     {"ioctl TIOCLINUX", __NR_ioctl, {0, 0x541C, 0x7ffc0000}, E_FIXED, ERR(EPERM), 1},

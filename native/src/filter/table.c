@@ -40,6 +40,8 @@ static const char ID[] = "identity and life cycle of the caller; NO_NEW_PRIVS bl
 static const char RO[] = "read-only look-up of host metadata; the filesystem view is the host's";
 static const char PATHW[] = "changes the filesystem: emulated by the supervisor, never continued";
 static const char FDMETA[] = "metadata change through an fd: Landlock does not cover it, so emulated";
+static const char OPEN_DIR[] = "opens a file: read-only directory opens run natively (listing only: "
+                               "Landlock grants READ_DIR; files inside go through the supervisor)";
 static const char OPEN[] = "opens a file: write opens are decided by the supervisor, /proc is filtered";
 static const char EXEC[] = "exec: counted and continued; Landlock grants execute only on visible files";
 static const char PRIV[] = "privileged or host-wide administration";
@@ -146,7 +148,7 @@ const struct cv_syscall cv_syscalls[] = {
     R(rt_tgsigqueueinfo, CV_ARG_SIGNAL, 0, KILLF),
     R(pidfd_send_signal, CV_ARG_SIGNAL, 0, KILLF),
     /* path operations */
-    N(open, OPEN), N(openat, OPEN), N(creat, OPEN),
+    R(open, CV_ARG_OPEN_DIR, 1, OPEN_DIR), R(openat, CV_ARG_OPEN_DIR, 2, OPEN_DIR), N(creat, OPEN),
     D(openat2, ENOSYS, "RESOLVE_* semantics are not emulated yet; libc falls back to openat"),
     N(execve, EXEC), N(execveat, EXEC),
     N(truncate, PATHW), N(rename, PATHW), N(renameat, PATHW), N(renameat2, PATHW),

@@ -47,6 +47,8 @@ CV_API cv_run *cv_run_new(const char *helper_path) {
     r->stdio[0] = r->stdio[1] = r->stdio[2] = -1;
     r->ctl_efd = r->done_w = r->init_pidfd = r->status_r = r->go_w = r->listener = -1;
     atomic_init(&r->refs, 1);
+    pthread_mutex_init(&r->wait_mu, NULL);
+    pthread_cond_init(&r->wait_cv, NULL);
     r->network = CV_NET_ALLOW;
     return r;
 }
@@ -158,7 +160,7 @@ CV_API int cv_run_start(cv_run *r, int *done_fd) {
     pthread_attr_destroy(&attr);
     if (e) {
         cv_run_fail(r, CV_ERR_SPAWN, "cannot start the supervisor thread: %s", strerror(e));
-        atomic_store(&r->finished, 1);
+        cv_run_mark_finished(r);
         close(r->done_w);
         r->done_w = -1;
         atomic_fetch_sub(&r->refs, 1);
@@ -174,6 +176,22 @@ CV_API int cv_run_kill(cv_run *r) {
     uint64_t one = 1;
     if (write(r->ctl_efd, &one, sizeof one) < 0 && errno != EAGAIN) return -errno;
     return 0;
+}
+
+CV_API int cv_run_wait(cv_run *r) {
+    if (!r) return CV_ERR_INVALID;
+    if (!atomic_load(&r->started)) return CV_ERR_STATE;
+    pthread_mutex_lock(&r->wait_mu);
+    while (!atomic_load(&r->finished)) pthread_cond_wait(&r->wait_cv, &r->wait_mu);
+    pthread_mutex_unlock(&r->wait_mu);
+    return 0;
+}
+
+void cv_run_mark_finished(struct cv_run *r) {
+    pthread_mutex_lock(&r->wait_mu);
+    atomic_store(&r->finished, 1);
+    pthread_cond_broadcast(&r->wait_cv);
+    pthread_mutex_unlock(&r->wait_mu);
 }
 
 CV_API int cv_run_get_result(cv_run *r, cv_run_result *out) {
@@ -223,6 +241,8 @@ static void run_destroy(struct cv_run *r) {
     free(r->cwd);
     free(r->hostname);
     free(r->helper);
+    pthread_mutex_destroy(&r->wait_mu);
+    pthread_cond_destroy(&r->wait_cv);
     free(r);
 }
 
@@ -244,6 +264,8 @@ CV_API int cv_pipe(int fds[2]) {
 CV_API int cv_close(int fd) { return close(fd) < 0 ? -errno : 0; }
 
 CV_API int cv_abi_version(void) { return CV_ABI_VERSION; }
+
+CV_API int cv_isatty(int fd) { return isatty(fd); }
 
 CV_API const char *cv_strerror(int err) {
     switch (err) {

@@ -32,6 +32,8 @@ struct cv_run {
     atomic_int started;
     atomic_int kill_requested;
     atomic_int finished;
+    pthread_mutex_t wait_mu;  /* cv_run_wait sleeps on wait_cv until finished */
+    pthread_cond_t wait_cv;
     int ctl_efd;              /* wakes the receiver: kill requested */
     int done_w;               /* closed when the run is over: the caller sees EOF */
     pid_t init_pid;
@@ -57,6 +59,7 @@ void *cv_receiver_main(void *arg);
 
 /* run.c */
 void cv_run_unref(struct cv_run *r);
+void cv_run_mark_finished(struct cv_run *r);
 void cv_run_fail(struct cv_run *r, int err, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
