@@ -82,6 +82,7 @@ static const char *resolve_cmd(const char *cmd, char *buf, size_t len) {
 
 static _Noreturn void run_guest(const char *file, char **argv, int abi) {
     set_job_signals(SIG_DFL);
+    prctl(PR_SET_PDEATHSIG, SIGKILL); /* if the init is killed, the main guest goes with it */
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);

@@ -94,7 +94,9 @@ static void answer(struct cv_run *r, struct seccomp_notif *req, struct seccomp_n
 /* Spawn, then take the listener the helper announces. 0 or a cv_error (result filled). */
 static int handshake(struct cv_run *r, struct state *s) {
     char msg[256] = "";
-    int e = cv_spawn_helper(r, msg, sizeof msg);
+    int e = r->spawn_err;
+    if (e) snprintf(msg, sizeof msg, "%s", r->spawn_msg);
+    else if (!r->spawned) e = cv_spawn_helper(r, msg, sizeof msg);
     if (e) {
         cv_run_fail(r, e, "%s", msg);
         return e;
@@ -160,7 +162,7 @@ static void finish(struct cv_run *r, struct state *s, int timed_out, int killed)
 void *cv_receiver_main(void *arg) {
     struct cv_run *r = arg;
     struct state s = {0};
-    int timed_out = 0, killed = 0, tree_killed = 0;
+    int timed_out = 0, killed = 0;
     struct seccomp_notif_sizes sizes = {0};
     syscall(__NR_seccomp, SECCOMP_GET_NOTIF_SIZES, 0, &sizes);
     size_t req_size = sizes.seccomp_notif > sizeof(struct seccomp_notif) ? sizes.seccomp_notif : sizeof(struct seccomp_notif);
@@ -171,14 +173,12 @@ void *cv_receiver_main(void *arg) {
     if (!req || !resp) {
         cv_run_fail(r, CV_ERR_NOMEM, "out of memory");
     } else if (handshake(r, &s) == 0 || r->init_pidfd >= 0) {
-        struct timespec deadline = r->t0;
-        if (r->timeout_ms) {
-            deadline.tv_sec += r->timeout_ms / 1000;
-            deadline.tv_nsec += (long)(r->timeout_ms % 1000) * 1000000L;
-            if (deadline.tv_nsec >= 1000000000L) { deadline.tv_sec++; deadline.tv_nsec -= 1000000000L; }
-        }
         int status_open = r->status_r >= 0, listening = r->listener >= 0;
-        int init_exit_grace_ms = -1;
+        /* Ending: the tree is killed, and killed again every few ms until the init
+         * is gone (a guest forked after a scan, or before the first one, is caught by
+         * the next); after a grace period the init itself goes. */
+        int ending = 0;
+        struct timespec end_t0 = {0};
         for (;;) {
             struct pollfd pf[4] = {
                 {listening ? r->listener : -1, POLLIN, 0},
@@ -191,7 +191,7 @@ void *cv_receiver_main(void *arg) {
                 double left = r->timeout_ms - cv_ms_since(&r->t0);
                 wait_ms = left <= 0 ? 0 : (int)left + 1;
             }
-            if (init_exit_grace_ms >= 0 && (wait_ms < 0 || wait_ms > init_exit_grace_ms)) wait_ms = init_exit_grace_ms;
+            if (ending) wait_ms = 10;
             int pr = poll(pf, 4, wait_ms);
             if (pr < 0 && errno != EINTR) break;
             if (pf[0].revents & POLLIN) answer(r, req, resp);
@@ -204,12 +204,14 @@ void *cv_receiver_main(void *arg) {
             }
             if (r->timeout_ms && !timed_out && cv_ms_since(&r->t0) >= r->timeout_ms) timed_out = 1;
             /* The main guest is gone, or the run must end: nothing of the tree survives it. */
-            if ((s.main_exited || timed_out || killed || s.setup_failed) && !tree_killed) {
-                tree_killed = 1;
-                if (!s.main_exited || s.others_left) cv_tree_kill(r);
-                init_exit_grace_ms = 2000;
-            } else if (tree_killed && pr == 0 && init_exit_grace_ms >= 0) {
-                kill(r->init_pid, SIGKILL); /* the init should have left by now */
+            int must_end = (s.main_exited && s.others_left) || timed_out || killed || s.setup_failed;
+            if (must_end && !ending) {
+                ending = 1;
+                clock_gettime(CLOCK_MONOTONIC, &end_t0);
+            }
+            if (ending && !(pf[3].revents & POLLIN)) {
+                cv_tree_kill(r);
+                if (cv_ms_since(&end_t0) > 2000) kill(r->init_pid, SIGKILL); /* should have left by now */
             }
             if (pf[3].revents & POLLIN) {
                 siginfo_t si;
@@ -218,7 +220,6 @@ void *cv_receiver_main(void *arg) {
                 break;
             }
         }
-        (void)deadline;
     }
     if (r->init_pid > 0 && r->init_pidfd < 0) waitpid(r->init_pid, NULL, 0);
     finish(r, &s, timed_out, killed);

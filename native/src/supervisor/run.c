@@ -146,6 +146,12 @@ CV_API int cv_run_start(cv_run *r, int *done_fd) {
     clock_gettime(CLOCK_MONOTONIC, &r->t0);
     atomic_store(&r->started, 1);
     atomic_fetch_add(&r->refs, 1); /* the receiver's */
+    /* From the main thread the helper is spawned right here (see spawn.c); from
+     * any other thread, the receiver asks the spawner thread. */
+    if (gettid() == getpid()) {
+        r->spawn_err = cv_spawn_helper(r, r->spawn_msg, sizeof r->spawn_msg);
+        if (!r->spawn_err) r->spawned = 1;
+    }
 
     pthread_attr_t attr;
     pthread_attr_init(&attr);

@@ -41,6 +41,9 @@ struct cv_run {
     int init_pidfd;
     int status_r, go_w;
     int listener;
+    int spawned;              /* cv_run_start spawned the helper already */
+    int spawn_err;            /* ... or failed to: cv_error, spawn_msg says why */
+    char spawn_msg[200];
     struct timespec t0;
     cv_run_result result;
     atomic_ulong counts[CV_MAX_NR];

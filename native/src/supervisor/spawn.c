@@ -1,4 +1,5 @@
-/* The spawner: one long-lived thread that forks every cvisor-helper.
+/* The spawner: one long-lived thread that forks every cvisor-helper (or the
+ * main thread itself, when cv_run_start is called from it).
  * PR_SET_PDEATHSIG fires when the *thread* that forked the child exits, so
  * forking from a short-lived thread (a receiver, or a koffi async worker)
  * would kill sandboxes at random. This thread lives as long as the process. */
@@ -129,6 +130,10 @@ static void *spawner_main(void *arg) {
 }
 
 int cv_spawn_helper(struct cv_run *r, char *msg, size_t msglen) {
+    /* The process's main thread lives as long as the process, like the spawner:
+     * spawning from it directly saves a thread wake-up on a busy host (Node's
+     * main thread is where library calls come from). */
+    if (gettid() == getpid()) return do_spawn(r, msg, msglen);
     struct spawn_req q = {.run = r, .msg = msg, .msglen = msglen};
     pthread_mutex_lock(&mu);
     if (!thread_started) {
