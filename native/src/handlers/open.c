@@ -57,8 +57,12 @@ static struct cv_reply open_proc(struct cv_notif *n, const struct cv_resolved *r
             return cv_err(EROFS); /* cwd, root, exe, map_files: host files */
     }
     if (!res->exists && (flags & O_CREAT)) return cv_err(EROFS);
-    int fd = open(res->path, (flags & ~O_CLOEXEC) | O_CLOEXEC | O_NOCTTY, mode);
+    /* A pipe or FIFO reopened here must not block the receiver (the other end may
+     * need a notification answered first): open non-blocking, then restore. */
+    int fifo = S_ISFIFO(res->st.st_mode);
+    int fd = open(res->path, (flags & ~O_CLOEXEC) | O_CLOEXEC | O_NOCTTY | (fifo ? O_NONBLOCK : 0), mode);
     if (fd < 0) return cv_err(errno);
+    if (fifo && !(flags & O_NONBLOCK)) fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
     if (!cv_notif_valid(n)) {
         close(fd);
         return cv_err(ESRCH);
