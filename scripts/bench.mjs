@@ -24,7 +24,7 @@ import { parseArgs } from "node:util";
 
 const SELF = fileURLToPath(import.meta.url);
 const REPO = path.resolve(path.dirname(SELF), "..");
-const CLI = path.join(REPO, "dist/src/cli/main.js");
+const CLI = path.join(REPO, "dist/cvisor.cjs"); // the package's bin
 const LIB = path.join(REPO, "dist/src/index.js");
 const CORE = path.join(REPO, "native/build/libcvisor.so");
 
@@ -937,7 +937,9 @@ function evaluateTargets(results) {
       name,
       value: ratio,
       inSandboxRatio: inner,
-      pass: ok ? ratio <= limit : null,
+      // Data-bound targets measure what the sandbox adds to the guest, judged on the
+      // in-sandbox time: the CLI's own Node start-up has its own target above.
+      pass: ok ? (inner !== null ? inner <= limit : ratio <= limit) : null,
       shown,
     });
   };
@@ -947,8 +949,13 @@ function evaluateTargets(results) {
     TARGETS.cliStartRatio,
     false,
   );
-  ratioTarget("cat-200M", `cat 200 MB ≤ ${TARGETS.dataRatio} × native`, TARGETS.dataRatio, true);
-  ratioTarget("gcc", `gcc ≤ ${TARGETS.dataRatio} × native`, TARGETS.dataRatio, true);
+  ratioTarget(
+    "cat-200M",
+    `cat 200 MB ≤ ${TARGETS.dataRatio} × native (in-sandbox)`,
+    TARGETS.dataRatio,
+    true,
+  );
+  ratioTarget("gcc", `gcc ≤ ${TARGETS.dataRatio} × native (in-sandbox)`, TARGETS.dataRatio, true);
   return targets;
 }
 
@@ -995,7 +1002,7 @@ function printTable(results, runners, rounds, load) {
     notes.push("CLI start row: native = `node -e 0`, cvisor = `cvisor --no-network -- true`");
   }
   if (runners.includes("cvisor")) {
-    notes.push("cvisor = `node dist/src/cli/main.js --json --no-network -- CMD…` (wall time)");
+    notes.push("cvisor = `node dist/cvisor.cjs --json --no-network -- CMD…` (wall time)");
   }
   notes.push(
     `every runner gets the same environment: only ${ENV_KEYS.join(", ")}, LC_* of the host`,

@@ -23,7 +23,7 @@ const steps = [
   { name: "lint", title: "eslint", cmd: () => [bin("eslint"), "."] },
   {
     name: "build",
-    title: "tsc (build:ts, also the typecheck)",
+    title: "tsc and the CLI bundle (build:ts, also the typecheck)",
     cmd: () => [npm, "run", "--silent", "build:ts"],
   },
   {

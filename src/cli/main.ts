@@ -1,13 +1,19 @@
 #!/usr/bin/env node
 // The `cvisor` executable: parse, carry out the plan, and turn every failure into one line
 // `cvisor: <message>` and an exit code (a stack trace only with CVISOR_DEBUG=1).
+//
+// The bin is not tsc's ESM output of this file but dist/cvisor.cjs, one CommonJS file that
+// esbuild bundles from it (package.json, build:cli): `cvisor -- CMD` must start about as fast as
+// `node -e 0`, and an ESM entry costs ~3 ms of loader alone, each extra module file ~0.2 ms.
+// The dynamic imports below stay lazy in the bundle. Modules of both builds (this one and what
+// it imports, also in the ESM library) use neither import.meta nor top-level await.
 import { CvisorError } from "../core/errors.js";
-import { CliError } from "./errors.js";
+import { setPackageAnchor } from "../core/native.js";
+import { CliError, writeStderr } from "./errors.js";
 import { EXIT_CVISOR } from "./exit-codes.js";
 import { fastParse } from "./fast-parse.js";
 import type { Plan } from "./plan.js";
-// Static: the run path is the one that must start fast, and one module graph loads faster
-// than a chain of dynamic imports.
+// Static: the run path is the one that must start fast.
 import { runCommand } from "./run.js";
 
 async function execute(plan: Plan): Promise<number> {
@@ -16,7 +22,7 @@ async function execute(plan: Plan): Promise<number> {
       process.stdout.write(plan.text);
       return plan.exitCode;
     case "error":
-      process.stderr.write(`cvisor: ${plan.message}\n`);
+      writeStderr(`cvisor: ${plan.message}\n`);
       return plan.exitCode;
     case "doctor": {
       // Lazy: doctor's code stays off the run path.
@@ -32,8 +38,8 @@ function report(err: unknown): number {
   const debug = process.env.CVISOR_DEBUG === "1";
   const message = err instanceof Error ? err.message : String(err);
   const line = message.split("\n")[0] ?? message;
-  process.stderr.write(`cvisor: ${line}\n`);
-  if (debug && err instanceof Error && err.stack) process.stderr.write(`${err.stack}\n`);
+  writeStderr(`cvisor: ${line}\n`);
+  if (debug && err instanceof Error && err.stack) writeStderr(`${err.stack}\n`);
   if (err instanceof CliError || err instanceof CvisorError) return err.exitCode;
   return EXIT_CVISOR;
 }
@@ -46,8 +52,14 @@ async function plan(args: string[]): Promise<Plan> {
   return parseCli(args, process.env);
 }
 
-try {
-  process.exitCode = await execute(await plan(process.argv.slice(2)));
-} catch (err) {
-  process.exitCode = report(err);
+async function main(): Promise<void> {
+  // The package (native/build/, koffi) is found from the script node runs: this file.
+  if (process.argv[1]) setPackageAnchor(process.argv[1]);
+  try {
+    process.exitCode = await execute(await plan(process.argv.slice(2)));
+  } catch (err) {
+    process.exitCode = report(err);
+  }
 }
+
+void main();

@@ -1,36 +1,62 @@
 // `cvisor [options] -- CMD [ARGS...]`: runs the plan with the terminal's fds handed straight
 // to the guest (Node never reads process.stdin nor copies output), then exits with its code.
+// A CLI has one run, so it waits with cv_run_wait on a threadpool thread (the main thread stays
+// free for signals) rather than the library's net.Socket on the done fd, and asks cv_isatty
+// rather than node:tty: this path loads neither node:net nor node:tty.
 import { statSync } from "node:fs";
 import { constants as osConstants } from "node:os";
-import { isatty } from "node:tty";
-import { strerror } from "../core/native.js";
-import { Sandbox } from "../sandbox/sandbox.js";
-import { CliError } from "./errors.js";
+import * as native from "../core/native.js";
+import { finishRun, runSpec } from "../sandbox/native-run.js";
+import { toRunResult } from "../sandbox/result.js";
+import { CliError, writeStderr } from "./errors.js";
 import { EXIT_CVISOR, jsonReport, runMessage } from "./exit-codes.js";
-import type { RunPlan } from "./parse.js";
+import type { RunPlan } from "./plan.js";
 
 /** Runs the plan; resolves to the exit code of cvisor. */
 export async function runCommand(plan: RunPlan): Promise<number> {
   if (plan.workdir !== undefined) checkWorkdir(plan.workdir);
-  const controller = new AbortController();
-  const stopSignals = forwardSignals(() => controller.abort());
-  try {
-    const sandbox = new Sandbox({ network: plan.network, allowListen: plan.allowListen });
-    const result = await sandbox.run(plan.argv, {
+  const spec = runSpec(
+    plan.argv,
+    { network: plan.network, allowListen: plan.allowListen },
+    {
       env: plan.env,
       ...(plan.workdir !== undefined ? { cwd: plan.workdir } : {}),
       timeout: plan.timeoutMs,
-      stdin: "inherit",
-      stdout: "inherit",
-      stderr: "inherit",
-      signal: controller.signal,
-    });
+    },
+  );
+  let run: native.NativeRun | undefined;
+  let started = false;
+  let killed = false;
+  const stopSignals = forwardSignals(() => {
+    killed = true;
+    if (run && started) killQuietly(run);
+  });
+  try {
+    run = native.createRun({ ...spec, stdio: [0, 1, 2] });
+    const { doneFd } = native.start(run);
+    started = true;
+    native.close(doneFd); // cv_run_wait tells the end: nothing watches this fd
+    if (killed) killQuietly(run);
+    await native.wait(run);
+    // The per-syscall counts appear only in the --json report.
+    const { raw, failure, notifications } = finishRun(run, plan.json);
+    if (failure) throw failure;
+    const result = toRunResult(raw, notifications, "", "");
     const message = runMessage(result, plan.argv[0] ?? "", plan.timeoutText, errnoText);
-    if (message !== null) process.stderr.write(`cvisor: ${message}\n`);
-    if (plan.json) process.stderr.write(`${jsonReport(result)}\n`);
+    if (message !== null) writeStderr(`cvisor: ${message}\n`);
+    if (plan.json) writeStderr(`${jsonReport(result)}\n`);
     return result.exitCode;
   } finally {
     stopSignals();
+    if (run) native.free(run);
+  }
+}
+
+function killQuietly(run: native.NativeRun): void {
+  try {
+    native.kill(run);
+  } catch {
+    // The run is over or already freed: nothing to kill.
   }
 }
 
@@ -50,7 +76,7 @@ function checkWorkdir(dir: string): void {
  * without a terminal) kill the guest tree. Returns the function that removes the handlers.
  */
 function forwardSignals(kill: () => void): () => void {
-  const terminal = isatty(0);
+  const terminal = native.isatty(0);
   const ignore = (): void => undefined;
   const handlers: [NodeJS.Signals, () => void][] = [
     ["SIGTERM", kill],
@@ -68,6 +94,6 @@ function forwardSignals(kill: () => void): () => void {
 function errnoText(name: string): string {
   const errno = (osConstants.errno as Record<string, number | undefined>)[name];
   if (errno === undefined) return name;
-  const text = strerror(-errno);
+  const text = native.strerror(-errno);
   return /^[A-Z][a-z]/.test(text) ? text[0]?.toLowerCase() + text.slice(1) : text;
 }

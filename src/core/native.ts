@@ -1,10 +1,8 @@
 // The koffi binding of native/include/cvisor.h: the only module that knows the C ABI.
 // Everything above it sees typed functions, plain objects and CvisorError.
-import { createRequire } from "node:module";
-import { existsSync } from "node:fs";
+import { existsSync, readFileSync, realpathSync } from "node:fs";
 import { constants as osConstants } from "node:os";
 import { dirname, join } from "node:path";
-import { fileURLToPath } from "node:url";
 import type * as Koffi from "koffi";
 import { CvisorError, cvErrorName, CV_ERROR } from "./errors.js";
 
@@ -82,22 +80,44 @@ interface Binding {
   getResult: Fn<[Ptr, Record<string, unknown>], number>;
   statsJson: Fn<[Ptr, Buffer, number], number>;
   free: Fn<[Ptr], void>;
+  wait: Fn<[Ptr], number> & { async: (r: Ptr, done: (err: unknown, rc: number) => void) => void };
   pipe: Fn<[Int32Array], number>;
   close: Fn<[number], number>;
+  isatty: Fn<[number], number>;
   probe: Fn<[string, Record<string, unknown>], number>;
   strerror: Fn<[number], string | null>;
   abiVersion: Fn<[], number>;
 }
 
+let anchor: string | undefined;
 let root: string | undefined;
 
-/** The package root: the nearest directory above this module holding package.json. */
+/**
+ * Says where this package is installed: any file inside it (symlinks allowed). This module is
+ * compiled both as CommonJS (the CLI) and as ESM (the library), so it can name neither
+ * __dirname nor import.meta: each entry point tells it instead (src/cli/main.ts from
+ * process.argv[1], src/index.ts from import.meta.url).
+ */
+export function setPackageAnchor(file: string): void {
+  if (file !== anchor) root = undefined;
+  anchor = file;
+}
+
+/** The package root: the nearest directory above the anchor holding package.json. */
 export function packageRoot(): string {
   if (root !== undefined) return root;
-  let dir = dirname(fileURLToPath(import.meta.url));
+  const fail = (why: string) =>
+    new CvisorError(`cannot find the cvisor package root: ${why}`, "ENOROOT");
+  if (anchor === undefined) throw fail("no entry point set it");
+  let dir: string;
+  try {
+    dir = dirname(realpathSync.native(anchor));
+  } catch (err) {
+    throw fail(firstLine(err));
+  }
   while (!existsSync(join(dir, "package.json"))) {
     const parent = dirname(dir);
-    if (parent === dir) throw new CvisorError("cannot find the cvisor package root", "ENOROOT");
+    if (parent === dir) throw fail(`no package.json above ${anchor}`);
     dir = parent;
   }
   return (root = dir);
@@ -188,22 +208,45 @@ export const PROBE_RESULT_LAYOUT: readonly (readonly [string, string])[] = [
 /**
  * koffi itself. Its JS entry spends ~3.5 ms of start-up (a third of the CLI's budget over
  * `node -e 0`) detecting the platform before it requires its prebuilt native module; on glibc
- * Linux we require that module directly, and fall back to the entry for anything else.
+ * Linux we load that module directly (found the way require would, minus the resolver's own
+ * cost), and fall back to the entry for anything else.
  */
 function loadKoffi(): typeof Koffi {
-  const require = createRequire(import.meta.url);
+  const root = packageRoot();
   if (process.platform === "linux" && (process.arch === "x64" || process.arch === "arm64")) {
     try {
-      const dir = `@koromix/koffi-linux-${process.arch}`;
-      const native = require(`${dir}/linux_${process.arch}/koffi.node`) as typeof Koffi;
-      const pkg = require(`${dir}/package.json`) as { version?: unknown };
-      if (typeof native.load === "function" && native.version === pkg.version) return native;
+      const prebuilt = findPackage(root, `@koromix/koffi-linux-${process.arch}`);
+      if (prebuilt !== undefined) {
+        const mod = { exports: {} as typeof Koffi };
+        process.dlopen(mod, join(prebuilt, `linux_${process.arch}`, "koffi.node"));
+        const pkg = JSON.parse(readFileSync(join(prebuilt, "package.json"), "utf8")) as {
+          version?: unknown;
+        };
+        const native = mod.exports;
+        if (typeof native.load === "function" && native.version === pkg.version) return native;
+      }
     } catch {
       // Another layout or libc: the public entry knows.
     }
   }
-  // createRequire: koffi's CommonJS entry loads faster than its ESM wrapper.
-  return require("koffi") as typeof Koffi;
+  // require, even from ESM: koffi's CommonJS entry loads faster than its ESM wrapper. node:module
+  // is fetched only here, since loading it pulls in the ESM loader (Node >= 20.16 has this API).
+  const modules = process.getBuiltinModule?.("node:module");
+  if (!modules) {
+    throw new CvisorError("cannot load koffi: no prebuilt module found (Node < 20.16)", "ENATIVE");
+  }
+  return modules.createRequire(join(root, "package.json"))("koffi") as typeof Koffi;
+}
+
+/** The directory of package `name` as require would find it from `dir`, or undefined. */
+function findPackage(dir: string, name: string): string | undefined {
+  for (;;) {
+    const candidate = join(dir, "node_modules", name);
+    if (existsSync(join(candidate, "package.json"))) return candidate;
+    const parent = dirname(dir);
+    if (parent === dir) return undefined;
+    dir = parent;
+  }
 }
 
 /**
@@ -228,13 +271,17 @@ function pinLoaded(koffi: typeof Koffi, path: string): void {
 }
 
 function declareTypes(koffi: typeof Koffi): void {
-  const fieldType = (ctype: string): string | Koffi.TypeObject => {
-    const array = /^(\w+)\[(\d+)\]$/.exec(ctype);
-    if (!array?.[1]) return ctype;
-    return koffi.array(array[1], Number(array[2]), array[1] === "char" ? "String" : "Array");
+  const struct = (layout: readonly (readonly [string, string])[]) => {
+    const fields: Record<string, string | Koffi.TypeObject> = {};
+    for (const [name, ctype] of layout) {
+      // "char[256]" is a C string in an array; every other field is a plain scalar type.
+      const open = ctype.indexOf("[");
+      const item = open < 0 ? ctype : ctype.slice(0, open);
+      const hint = item === "char" ? "String" : "Array";
+      fields[name] = open < 0 ? ctype : koffi.array(item, Number(ctype.slice(open + 1, -1)), hint);
+    }
+    return fields;
   };
-  const struct = (layout: readonly (readonly [string, string])[]) =>
-    Object.fromEntries(layout.map(([name, ctype]) => [name, fieldType(ctype)]));
   koffi.opaque("cv_run");
   koffi.struct("cv_run_result", struct(RUN_RESULT_LAYOUT));
   koffi.struct("cv_probe_result", struct(PROBE_RESULT_LAYOUT));
@@ -264,8 +311,10 @@ function declare(h: Koffi.LibraryHandle): Binding {
       "int cv_run_stats_json(cv_run *r, char *buf, size_t len)",
     ) as Binding["statsJson"],
     free: h.func("void cv_run_free(cv_run *r)") as Binding["free"],
+    wait: h.func("int cv_run_wait(cv_run *r)") as Binding["wait"],
     pipe: h.func("int cv_pipe(_Out_ int *fds)") as Binding["pipe"],
     close: h.func("int cv_close(int fd)") as Binding["close"],
+    isatty: h.func("int cv_isatty(int fd)") as Binding["isatty"],
     probe: h.func(
       "int cv_probe(const char *helper_path, _Out_ cv_probe_result *out)",
     ) as Binding["probe"],
@@ -385,6 +434,25 @@ export function start(run: NativeRun): { doneFd: number } {
   return { doneFd };
 }
 
+/**
+ * cv_run_wait on a libuv threadpool thread (koffi's async call): resolves once the run is over,
+ * leaving the main thread free (signals, timers). It holds that thread for the whole run, so it
+ * suits a process with one run, the CLI; the library watches the done fd from the event loop.
+ * The run must not be freed before the promise settles.
+ */
+export function wait(run: NativeRun): Promise<void> {
+  const ptr = run.ptr;
+  const b = lib();
+  return new Promise((resolve, reject) => {
+    b.wait.async(ptr, (err, rc) => {
+      if (err) reject(err instanceof Error ? err : new CvisorError(String(err)));
+      else if (rc < 0)
+        reject(new CvisorError(`cannot wait for the sandbox: ${strerror(rc)}`, errorCode(rc)));
+      else resolve();
+    });
+  });
+}
+
 /** cv_run_kill: asks for the whole tree to be killed; a no-op once the run is freed. */
 export function kill(run: NativeRun): void {
   if (run.alive) check(lib().kill(run.ptr), "cannot kill the sandbox");
@@ -454,6 +522,11 @@ export function pipe(): [number, number] {
 /** cv_close: close(2) for an fd no Node object owns. */
 export function close(fd: number): void {
   check(lib().close(fd), `cannot close fd ${fd}`);
+}
+
+/** cv_isatty: isatty(3), without loading node:tty to ask. */
+export function isatty(fd: number): boolean {
+  return lib().isatty(fd) === 1;
 }
 
 /** cv_probe: tries each kernel feature for real (for `cvisor doctor`). */

@@ -2,12 +2,11 @@
 // output are watched from the event loop (net.Socket over the fds): no threadpool, no sync wait.
 import { closeSync } from "node:fs";
 import net from "node:net";
-import { resolve as resolvePath } from "node:path";
 import { CvisorError } from "../core/errors.js";
 import * as native from "../core/native.js";
 import { parseDuration } from "./duration.js";
-import { buildEnv, envStrings } from "./env.js";
-import { runFailure, toRunResult } from "./result.js";
+import { finishRun, runSpec } from "./native-run.js";
+import { toRunResult } from "./result.js";
 import type { OutputMode, RunOptions, RunResult, SandboxOptions } from "./types.js";
 
 /** A sandbox configuration; each run() starts a fresh guest under it. */
@@ -22,24 +21,7 @@ export class Sandbox {
 
   /** Runs argv in the sandbox; rejects only when cvisor itself failed (never for the guest). */
   async run(argv: readonly string[], options: RunOptions = {}): Promise<RunResult> {
-    if (!Array.isArray(argv) || argv.length === 0) {
-      throw new CvisorError("empty command: run() needs at least a program name", "CV_ERR_INVALID");
-    }
-    if (!argv.every((arg) => typeof arg === "string")) {
-      throw new CvisorError("every argument of run() must be a string", "CV_ERR_INVALID");
-    }
-    const o = this.options;
-    const timeout = options.timeout ?? o.timeout;
-    const cwd = options.cwd ?? o.cwd;
-    const spec = {
-      helperPath: native.helperPath(),
-      argv,
-      env: envStrings(buildEnv(process.env, o.env, options.env)),
-      cwd: cwd === undefined ? undefined : resolvePath(cwd),
-      network: options.network ?? o.network ?? true,
-      allowListen: options.allowListen ?? o.allowListen ?? false,
-      timeoutMs: timeout === undefined ? 0 : parseDuration(timeout),
-    };
+    const spec = runSpec(argv, this.options, options);
     const io = new Stdio();
     try {
       const stdio: [number, number, number] = [
@@ -145,12 +127,9 @@ async function supervise(
     if (signal?.aborted) onAbort();
     else if (signal) stopWatching = watchAbort(signal, onAbort);
     await done;
-    const raw = native.getResult(run);
-    const failure = runFailure(raw, native.strerror);
-    const notifications = failure ? {} : native.statsJson(run);
-    // Free before waiting for the captured pipes: the guest tree is over once done_fd closed,
-    // and no copy of a write end held for the run can then delay their EOF.
-    native.free(run);
+    // Freed (by finishRun) before waiting for the captured pipes: the guest tree is over once
+    // done_fd closed, and no copy of a write end held for the run can then delay their EOF.
+    const { raw, failure, notifications } = finishRun(run);
     await Promise.all(captured);
     if (failure) throw failure;
     return toRunResult(raw, notifications, io.text("stdout"), io.text("stderr"));

@@ -2,9 +2,19 @@
 // one-line errors. Every test runs under the host guard (fixture and $HOME unchanged).
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
 import { gtest } from "../helpers/guard.js";
 import { HELLO_TEXT, NESTED_TEXT } from "../helpers/fixture.js";
-import { cvisor, runCli, show, type CliResult } from "../helpers/repo.js";
+import {
+  cliPath,
+  cvisor,
+  runCli,
+  runProcess,
+  show,
+  tempRoot,
+  type CliResult,
+} from "../helpers/repo.js";
 
 /** stderr is exactly one line `cvisor: ...`, with no stack trace. */
 function assertOneLineError(r: CliResult, mention?: string): void {
@@ -224,4 +234,40 @@ gtest("--json prints one report line on stderr at the end", async (fx) => {
   assert.equal(k.exitCode, 137);
   assert.equal(k.signal, "SIGKILL");
   assert.equal(k.timedOut, false);
+});
+
+gtest("a plain run loads no ESM module and neither node:net nor node:tty", async () => {
+  // Start-up time: the run path of the bin is CommonJS only and waits on the threadpool.
+  const dir = mkdtempSync(join(tempRoot(), "cvisor-e2e-loaded-"));
+  try {
+    const preload = join(dir, "record.cjs");
+    writeFileSync(
+      preload,
+      `process.on("exit", () => require("fs").writeFileSync(process.env.CVISOR_E2E_LOADED, ` +
+        `process.moduleLoadList.join("\\n")));\n`,
+    );
+    writeFileSync(join(dir, "empty.cjs"), "");
+    const loaded = async (name: string, args: string[]): Promise<Set<string>> => {
+      const out = join(dir, `${name}.txt`);
+      const r = await runProcess(process.execPath, ["-r", preload, ...args], {
+        extraEnv: { CVISOR_E2E_LOADED: out },
+      });
+      assert.ok(!r.hung && r.signal === null, show(r));
+      return new Set(readFileSync(out, "utf8").split("\n"));
+    };
+    const baseline = await loaded("empty", [join(dir, "empty.cjs")]);
+    for (const args of [
+      ["--", "true"],
+      ["--json", "--no-network", "--timeout", "5s", "-e", "A=1", "--", "sh", "-c", "exit 3"],
+      ["--", "cvisor-e2e-no-such-command"],
+    ]) {
+      const extra = [...(await loaded("cli", [cliPath, ...args]))].filter((m) => !baseline.has(m));
+      const bad = extra.filter((m) =>
+        /esm|module_wrap|\b(net|tty|tty_wrap|tcp_wrap|pipe_wrap)$/.test(m),
+      );
+      assert.deepEqual(bad, [], `cvisor ${args.join(" ")} also loaded: ${extra.join(", ")}`);
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });

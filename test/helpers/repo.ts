@@ -8,8 +8,15 @@ import { fileURLToPath } from "node:url";
 
 /** The repository root (this file is dist/test/helpers/repo.js once compiled). */
 export const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../..");
-/** The compiled CLI entry point. */
-export const cliPath = path.join(repoRoot, "dist", "src", "cli", "main.js");
+/** The CLI as installed: the package's bin (the CommonJS bundle of src/cli/main.ts). */
+export const cliPath = path.join(
+  repoRoot,
+  (
+    JSON.parse(readFileSync(path.join(repoRoot, "package.json"), "utf8")) as {
+      bin: { cvisor: string };
+    }
+  ).bin.cvisor,
+);
 /** C and shell fixture sources (not compiled by tsc). */
 export const fixtureSources = path.join(repoRoot, "test", "fixtures");
 
@@ -60,7 +67,7 @@ export interface CliResult {
   stdioLeftOpen: boolean;
 }
 
-/** Runs `node dist/src/cli/main.js ...args` and resolves when it exited and its pipes closed. */
+/** Runs `node <bin> ...args` and resolves when it exited and its pipes closed. */
 export function runCli(args: readonly string[], opts: CliOptions = {}): Promise<CliResult> {
   return runProcess(process.execPath, [cliPath, ...args], opts);
 }

@@ -9,10 +9,10 @@ import {
   PROBE_RESULT_LAYOUT,
   RUN_RESULT_LAYOUT,
   RUN_STATE,
-  packageRoot,
 } from "../../src/core/native.js";
+import { repoRoot } from "../helpers/repo.js";
 
-const header = readFileSync(join(packageRoot(), "native", "include", "cvisor.h"), "utf8");
+const header = readFileSync(join(repoRoot, "native", "include", "cvisor.h"), "utf8");
 
 function enumOf(name: string): Record<string, number> {
   const body = new RegExp(`enum\\s+${name}\\s*\\{([^}]*)\\}`).exec(header)?.[1];

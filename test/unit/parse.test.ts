@@ -3,10 +3,10 @@ import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { test } from "node:test";
-import { packageRoot } from "../../src/core/native.js";
 import { fastParse } from "../../src/cli/fast-parse.js";
 import { parseCli, type Plan, type RunPlan } from "../../src/cli/parse.js";
 import { VERSION } from "../../src/version.js";
+import { repoRoot } from "../helpers/repo.js";
 
 const host = { SHELL: "/bin/zsh", HOME: "/home/u", TOKEN: "t0k" };
 
@@ -124,7 +124,7 @@ test("help and version print and exit 0", () => {
 });
 
 test("VERSION matches package.json", () => {
-  const pkg = JSON.parse(readFileSync(join(packageRoot(), "package.json"), "utf8")) as {
+  const pkg = JSON.parse(readFileSync(join(repoRoot, "package.json"), "utf8")) as {
     version: string;
   };
   assert.equal(VERSION, pkg.version);

@@ -1,0 +1,51 @@
+// The steps of a run that do not depend on how its end is awaited, shared by Sandbox (the done
+// fd watched from the event loop) and the CLI (cv_run_wait on a threadpool thread).
+import { resolve as resolvePath } from "node:path";
+import { CvisorError } from "../core/errors.js";
+import * as native from "../core/native.js";
+import { parseDuration } from "./duration.js";
+import { buildEnv, envStrings } from "./env.js";
+import { runFailure } from "./result.js";
+import type { RunOptions, SandboxOptions } from "./types.js";
+
+/** What createRun needs but the stdio: argv under a sandbox's options and a run's overrides. */
+export function runSpec(
+  argv: readonly string[],
+  o: Readonly<SandboxOptions>,
+  options: RunOptions,
+): Omit<native.RunSpec, "stdio"> {
+  if (!Array.isArray(argv) || argv.length === 0) {
+    throw new CvisorError("empty command: run() needs at least a program name", "CV_ERR_INVALID");
+  }
+  if (!argv.every((arg) => typeof arg === "string")) {
+    throw new CvisorError("every argument of run() must be a string", "CV_ERR_INVALID");
+  }
+  const timeout = options.timeout ?? o.timeout;
+  const cwd = options.cwd ?? o.cwd;
+  return {
+    helperPath: native.helperPath(),
+    argv,
+    env: envStrings(buildEnv(process.env, o.env, options.env)),
+    cwd: cwd === undefined ? undefined : resolvePath(cwd),
+    network: options.network ?? o.network ?? true,
+    allowListen: options.allowListen ?? o.allowListen ?? false,
+    timeoutMs: timeout === undefined ? 0 : parseDuration(timeout),
+  };
+}
+
+/** How a finished run ended: failure is the CvisorError of a run whose guest never ran. */
+export interface Finished {
+  raw: native.NativeRunResult;
+  failure: Error | null;
+  /** Notifications per syscall name ({} after a failure). */
+  notifications: Record<string, number>;
+}
+
+/** Reads the result of a run that is over (the per-syscall counts only if wanted) and frees it. */
+export function finishRun(run: native.NativeRun, withNotifications = true): Finished {
+  const raw = native.getResult(run);
+  const failure = runFailure(raw, native.strerror);
+  const notifications = failure || !withNotifications ? {} : native.statsJson(run);
+  native.free(run);
+  return { raw, failure, notifications };
+}
