@@ -102,6 +102,12 @@ CV_API int cv_run_kill(cv_run *r);
 /* Block the calling thread until the run is over (for callers with a thread to
  * spare, e.g. a libuv threadpool job; the done fd is for event loops). */
 CV_API int cv_run_wait(cv_run *r);
+/* For a command-line front end whose one job is this run: block the calling thread
+ * until the run is over while SIGTERM and SIGHUP (and SIGINT and SIGQUIT unless
+ * interactive: on a terminal the guest gets those itself) kill the run's tree.
+ * The process's previous handlers for these four signals are restored on return.
+ * Returns the last signal that killed the run, 0 if none, or a negative error. */
+CV_API int cv_run_wait_forwarding(cv_run *r, int interactive);
 /* After done_fd reached EOF (or cv_run_wait returned): the result. CV_ERR_STATE before that. */
 CV_API int cv_run_get_result(cv_run *r, cv_run_result *out);
 /* JSON object {"openat": 12, ...}: notifications per syscall name. Returns the length

@@ -17,6 +17,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -546,6 +547,56 @@ static void test_kill_and_state(void) {
     }
 }
 
+static void *send_signal_later(void *arg) {
+    int sig = *(int *)arg;
+    sleep_ms(150);
+    kill(me, sig);
+    return NULL;
+}
+
+/* cv_run_wait_forwarding: SIGTERM kills the run; SIGINT does too unless interactive. */
+static void forwarding_case(int sig, int interactive, const char *sleep_arg, int want_killed) {
+    cv_run *r = cv_run_new(helper);
+    cv_run_add_arg(r, "sleep");
+    cv_run_add_arg(r, sleep_arg);
+    cv_run_add_env(r, "PATH=/usr/bin:/bin");
+    int done = -1;
+    int rc = cv_run_start(r, &done);
+    check(rc == 0, "forwarding: cv_run_start returned %d", rc);
+    if (rc) { cv_run_free(r); return; }
+    close(done);
+    pthread_t t;
+    pthread_create(&t, NULL, send_signal_later, &sig);
+    double t0 = now_ms();
+    int got = cv_run_wait_forwarding(r, interactive);
+    pthread_join(t, NULL);
+    cv_run_result res;
+    check(cv_run_get_result(r, &res) == 0, "forwarding: no result after the wait");
+    if (want_killed) {
+        check(got == sig && res.killed && res.state == CV_RUN_SIGNALED && now_ms() - t0 < 3000,
+              "forwarding sig %d: expected the run killed and %d returned, got %d, %s", sig, sig, got,
+              res_str(&res));
+    } else {
+        check(got == 0 && !res.killed && res.state == CV_RUN_EXITED && res.exit_code == 0,
+              "forwarding sig %d interactive: expected the guest to finish, got %d, %s", sig, got, res_str(&res));
+    }
+    struct sigaction now;
+    sigaction(sig, NULL, &now);
+    check(now.sa_handler == SIG_IGN, "forwarding sig %d: the previous handler was not restored", sig);
+    cv_run_free(r);
+}
+
+static void test_forwarding(void) {
+    /* The process ignores the signals outside the wait, so a stray one cannot kill the test. */
+    signal(SIGTERM, SIG_IGN);
+    signal(SIGINT, SIG_IGN);
+    forwarding_case(SIGTERM, 0, "30", 1);
+    forwarding_case(SIGINT, 0, "30", 1);
+    forwarding_case(SIGINT, 1, "0.6", 0);
+    signal(SIGTERM, SIG_DFL);
+    signal(SIGINT, SIG_DFL);
+}
+
 static void test_concurrent(void) {
     static struct job js[CONCURRENT];
     char args[CONCURRENT][16];
@@ -608,8 +659,11 @@ int main(void) {
     }
     double t0 = now_ms();
     test_basic();
-    /* The library keeps one fd for the life of the process (the cached Landlock
-     * ruleset): count from after the first runs. */
+    test_forwarding();
+    /* The library keeps fds for the life of the process (the cached Landlock
+     * ruleset, the forwarding wait's self-pipe): count from after the first runs,
+     * once their receiver threads have let go of theirs. */
+    sleep_ms(300);
     int fds0 = count_fds();
     test_confinement();
     test_timeouts();

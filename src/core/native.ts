@@ -80,7 +80,7 @@ interface Binding {
   getResult: Fn<[Ptr, Record<string, unknown>], number>;
   statsJson: Fn<[Ptr, Buffer, number], number>;
   free: Fn<[Ptr], void>;
-  wait: Fn<[Ptr], number> & { async: (r: Ptr, done: (err: unknown, rc: number) => void) => void };
+  waitForwarding: Fn<[Ptr, number], number>;
   pipe: Fn<[Int32Array], number>;
   close: Fn<[number], number>;
   isatty: Fn<[number], number>;
@@ -311,7 +311,9 @@ function declare(h: Koffi.LibraryHandle): Binding {
       "int cv_run_stats_json(cv_run *r, char *buf, size_t len)",
     ) as Binding["statsJson"],
     free: h.func("void cv_run_free(cv_run *r)") as Binding["free"],
-    wait: h.func("int cv_run_wait(cv_run *r)") as Binding["wait"],
+    waitForwarding: h.func(
+      "int cv_run_wait_forwarding(cv_run *r, int interactive)",
+    ) as Binding["waitForwarding"],
     pipe: h.func("int cv_pipe(_Out_ int *fds)") as Binding["pipe"],
     close: h.func("int cv_close(int fd)") as Binding["close"],
     isatty: h.func("int cv_isatty(int fd)") as Binding["isatty"],
@@ -435,22 +437,15 @@ export function start(run: NativeRun): { doneFd: number } {
 }
 
 /**
- * cv_run_wait on a libuv threadpool thread (koffi's async call): resolves once the run is over,
- * leaving the main thread free (signals, timers). It holds that thread for the whole run, so it
- * suits a process with one run, the CLI; the library watches the done fd from the event loop.
- * The run must not be freed before the promise settles.
+ * cv_run_wait_forwarding: blocks this thread until the run is over, while SIGTERM and SIGHUP
+ * (and SIGINT/SIGQUIT unless `interactive`) kill the tree. For the CLI, whose only job is the
+ * run: no event loop turn, no threadpool thread. Returns the signal that killed the run, or 0.
+ * The library watches the done fd from the event loop instead.
  */
-export function wait(run: NativeRun): Promise<void> {
-  const ptr = run.ptr;
-  const b = lib();
-  return new Promise((resolve, reject) => {
-    b.wait.async(ptr, (err, rc) => {
-      if (err) reject(err instanceof Error ? err : new CvisorError(String(err)));
-      else if (rc < 0)
-        reject(new CvisorError(`cannot wait for the sandbox: ${strerror(rc)}`, errorCode(rc)));
-      else resolve();
-    });
-  });
+export function waitForwarding(run: NativeRun, interactive: boolean): number {
+  const rc = lib().waitForwarding(run.ptr, interactive ? 1 : 0);
+  if (rc < 0) throw new CvisorError(`cannot wait for the sandbox: ${strerror(rc)}`, errorCode(rc));
+  return rc;
 }
 
 /** cv_run_kill: asks for the whole tree to be killed; a no-op once the run is freed. */

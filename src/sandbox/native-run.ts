@@ -1,5 +1,5 @@
 // The steps of a run that do not depend on how its end is awaited, shared by Sandbox (the done
-// fd watched from the event loop) and the CLI (cv_run_wait on a threadpool thread).
+// fd watched from the event loop) and the CLI (a blocking cv_run_wait_forwarding).
 import { resolve as resolvePath } from "node:path";
 import { CvisorError } from "../core/errors.js";
 import * as native from "../core/native.js";

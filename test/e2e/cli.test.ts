@@ -237,7 +237,7 @@ gtest("--json prints one report line on stderr at the end", async (fx) => {
 });
 
 gtest("a plain run loads no ESM module and neither node:net nor node:tty", async () => {
-  // Start-up time: the run path of the bin is CommonJS only and waits on the threadpool.
+  // Start-up time: the run path of the bin is CommonJS only and blocks in the forwarding wait.
   const dir = mkdtempSync(join(tempRoot(), "cvisor-e2e-loaded-"));
   try {
     const preload = join(dir, "record.cjs");

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -46,6 +47,7 @@ CV_API cv_run *cv_run_new(const char *helper_path) {
     if (!r->helper) { free(r); return NULL; }
     r->stdio[0] = r->stdio[1] = r->stdio[2] = -1;
     r->ctl_efd = r->done_w = r->init_pidfd = r->status_r = r->go_w = r->listener = -1;
+    r->fin_efd = -1;
     atomic_init(&r->refs, 1);
     pthread_mutex_init(&r->wait_mu, NULL);
     pthread_cond_init(&r->wait_cv, NULL);
@@ -140,7 +142,13 @@ CV_API int cv_run_start(cv_run *r, int *done_fd) {
     if (pipe2(p, O_CLOEXEC) < 0) return -errno;
     fcntl(p[0], F_SETFL, O_NONBLOCK);
     r->ctl_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (r->ctl_efd < 0) { close(p[0]); close(p[1]); return -errno; }
+    r->fin_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (r->ctl_efd < 0 || r->fin_efd < 0) {
+        int e = errno;
+        close(p[0]);
+        close(p[1]);
+        return -e;
+    }
     r->done_w = p[1];
     r->caller_pid = getpid();
     clock_gettime(CLOCK_MONOTONIC, &r->t0);
@@ -198,6 +206,45 @@ void cv_run_mark_finished(struct cv_run *r) {
     atomic_store(&r->finished, 1);
     pthread_cond_broadcast(&r->wait_cv);
     pthread_mutex_unlock(&r->wait_mu);
+    uint64_t one = 1;
+    if (r->fin_efd >= 0 && write(r->fin_efd, &one, sizeof one) < 0) { /* counter full: still readable */ }
+}
+
+/* Self-pipe for cv_run_wait_forwarding: the handler may run on any thread. */
+static int sig_pipe[2] = {-1, -1};
+static pthread_once_t sig_once = PTHREAD_ONCE_INIT;
+static void sig_pipe_init(void) {
+    if (pipe2(sig_pipe, O_CLOEXEC | O_NONBLOCK) < 0) sig_pipe[0] = sig_pipe[1] = -1;
+}
+static void on_forwarded_signal(int sig) {
+    int saved = errno;
+    unsigned char b = (unsigned char)sig;
+    if (write(sig_pipe[1], &b, 1) < 0) { /* pipe full: a signal is pending anyway */ }
+    errno = saved;
+}
+
+CV_API int cv_run_wait_forwarding(cv_run *r, int interactive) {
+    if (!r) return CV_ERR_INVALID;
+    if (!atomic_load(&r->started)) return CV_ERR_STATE;
+    pthread_once(&sig_once, sig_pipe_init);
+    if (sig_pipe[0] < 0) return CV_ERR_NOMEM;
+    static const int sigs[] = {SIGTERM, SIGHUP, SIGINT, SIGQUIT};
+    struct sigaction old[4], sa = {.sa_handler = on_forwarded_signal};
+    sigemptyset(&sa.sa_mask);
+    for (int i = 0; i < 4; i++) sigaction(sigs[i], &sa, &old[i]);
+    int forwarded = 0;
+    while (!atomic_load(&r->finished)) {
+        struct pollfd pf[2] = {{r->fin_efd, POLLIN, 0}, {sig_pipe[0], POLLIN, 0}};
+        if (poll(pf, 2, -1) < 0 && errno != EINTR) break;
+        unsigned char b;
+        while (read(sig_pipe[0], &b, 1) == 1) {
+            if (interactive && (b == SIGINT || b == SIGQUIT)) continue;
+            forwarded = b;
+            cv_run_kill(r);
+        }
+    }
+    for (int i = 0; i < 4; i++) sigaction(sigs[i], &old[i], NULL);
+    return forwarded;
 }
 
 CV_API int cv_run_get_result(cv_run *r, cv_run_result *out) {
@@ -237,7 +284,7 @@ CV_API int cv_run_stats_json(cv_run *r, char *buf, size_t len) {
 static void run_destroy(struct cv_run *r) {
     for (int i = 0; i < 3; i++) /* still ours only if the receiver never ran */
         if (atomic_load(&r->started) && r->stdio[i] >= 0) close(r->stdio[i]);
-    int *fds[] = {&r->ctl_efd, &r->done_w, &r->init_pidfd, &r->status_r, &r->go_w, &r->listener};
+    int *fds[] = {&r->ctl_efd, &r->fin_efd, &r->done_w, &r->init_pidfd, &r->status_r, &r->go_w, &r->listener};
     for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++)
         if (*fds[i] >= 0) close(*fds[i]);
     for (size_t i = 0; i < r->argc; i++) free(r->argv[i]);
