@@ -148,7 +148,6 @@ function lib(): Binding {
   } catch (err) {
     throw new CvisorError(`cannot load ${path}: ${firstLine(err)} ${hint}`, "ENATIVE");
   }
-  pinLoaded(koffi, path);
   if (!typesDeclared) declareTypes(koffi);
   typesDeclared = true;
   try {
@@ -246,27 +245,6 @@ function findPackage(dir: string, name: string): string | undefined {
     const parent = dirname(dir);
     if (parent === dir) return undefined;
     dir = parent;
-  }
-}
-
-/**
- * Marks the loaded library RTLD_NODELETE. koffi dlcloses libraries when Node tears down, but
- * libcvisor's threads (spawner, receivers) outlive that: unmapping their code under them
- * crashes the process at exit. dlopen(RTLD_NOLOAD | RTLD_NODELETE) pins the object in place.
- */
-function pinLoaded(koffi: typeof Koffi, path: string): void {
-  const RTLD_NOW = 0x2;
-  const RTLD_NOLOAD = 0x4;
-  const RTLD_NODELETE = 0x1000;
-  try {
-    const self = koffi.load(null);
-    const dlopen = self.func("void *dlopen(const char *file, int mode)") as Fn<
-      [string, number],
-      Ptr | null
-    >;
-    dlopen(path, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
-  } catch {
-    // No dlopen to call (not glibc/musl): nothing to pin with; exit may then race the threads.
   }
 }
 
