@@ -462,6 +462,7 @@ function workloads(tmp) {
       label: "CLI start: `node -e 0` vs `cvisor -- true`",
       argv: [process.execPath, "-e", "0"],
       cvisorGuest: ["true"],
+      cvisorPlain: true,
       only: ["native", "cvisor"],
     },
     { id: "true", label: "/bin/true", argv: ["/bin/true"] },
@@ -830,13 +831,15 @@ async function benchCli(w, runners, table, bins, rounds, budgetMs) {
       res.stopped.push(name);
     }
   };
-  // cvisor always runs with --json: its report (the last line on stderr)
-  // gives the notification counts and the in-sandbox duration. A missing or
-  // unparsable report only loses those numbers, never the wall-time sample.
-  const argvFor = (name) =>
-    name === "cvisor"
-      ? table.cvisor.wrap(w.cvisorGuest ?? w.argv)
-      : table[name].wrap(w.argv, bins[name]);
+  // cvisor runs with --json: its report (the last line on stderr) gives the
+  // notification counts and the in-sandbox duration. A missing or unparsable
+  // report only loses those numbers, never the wall-time sample. The CLI-start
+  // row times exactly `cvisor -- true`, so it runs without the report.
+  const argvFor = (name) => {
+    if (name !== "cvisor") return table[name].wrap(w.argv, bins[name]);
+    if (w.cvisorPlain) return [process.execPath, CLI, "--", ...(w.cvisorGuest ?? w.argv)];
+    return table.cvisor.wrap(w.cvisorGuest ?? w.argv);
+  };
   const takeReport = (r) => {
     const report = parseReport(r.stderr);
     const counts = notificationCounts(report);
@@ -999,7 +1002,7 @@ function printTable(results, runners, rounds, load) {
     );
   }
   if (results.some((r) => r.id === "cli-start" && !r.skipped)) {
-    notes.push("CLI start row: native = `node -e 0`, cvisor = `cvisor --no-network -- true`");
+    notes.push("CLI start row: native = `node -e 0`, cvisor = `cvisor -- true` (no --json)");
   }
   if (runners.includes("cvisor")) {
     notes.push("cvisor = `node dist/cvisor.cjs --json --no-network -- CMD…` (wall time)");
