@@ -5,8 +5,9 @@
 // The bin is not tsc's ESM output of this file but dist/cvisor.cjs, one CommonJS file that
 // esbuild bundles from it (package.json, build:cli): `cvisor -- CMD` must start about as fast as
 // `node -e 0`, and an ESM entry costs ~3 ms of loader alone, each extra module file ~0.2 ms.
-// The dynamic imports below stay lazy in the bundle. Modules of both builds (this one and what
-// it imports, also in the ESM library) use neither import.meta nor top-level await.
+// The dynamic imports below stay out of the bundle (scripts/build-cli.mjs points them at tsc's
+// ESM output). Modules of both builds (this one and what it imports, also in the ESM library)
+// use neither import.meta nor top-level await.
 import { CvisorError } from "../core/errors.js";
 import { setPackageAnchor } from "../core/native.js";
 import { CliError, writeStderr } from "./errors.js";
@@ -25,7 +26,9 @@ async function execute(plan: Plan): Promise<number> {
       writeStderr(`cvisor: ${plan.message}\n`);
       return plan.exitCode;
     case "doctor": {
-      // Lazy: doctor's code stays off the run path.
+      // Lazy: doctor's code stays off the run path (and out of the bundle: it runs from the
+      // ESM build, whose modules learn where the package is from the library entry).
+      await import("../index.js");
       const { doctor } = await import("./doctor.js");
       return doctor(plan);
     }

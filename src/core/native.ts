@@ -1,6 +1,6 @@
 // The koffi binding of native/include/cvisor.h: the only module that knows the C ABI.
 // Everything above it sees typed functions, plain objects and CvisorError.
-import { existsSync, readFileSync, realpathSync } from "node:fs";
+import { existsSync, realpathSync } from "node:fs";
 import { constants as osConstants } from "node:os";
 import { dirname, join } from "node:path";
 import type * as Koffi from "koffi";
@@ -150,11 +150,7 @@ function lib(): Binding {
   }
   if (!typesDeclared) declareTypes(koffi);
   typesDeclared = true;
-  try {
-    binding = declare(handle);
-  } catch (err) {
-    throw new CvisorError(`${path} is incomplete: ${firstLine(err)} ${hint}`, "ENATIVE");
-  }
+  binding = declare(handle, path, koffi);
   const version = binding.abiVersion();
   if (version !== ABI_VERSION) {
     binding = undefined;
@@ -218,11 +214,8 @@ function loadKoffi(): typeof Koffi {
       if (prebuilt !== undefined) {
         const mod = { exports: {} as typeof Koffi };
         process.dlopen(mod, join(prebuilt, `linux_${process.arch}`, "koffi.node"));
-        const pkg = JSON.parse(readFileSync(join(prebuilt, "package.json"), "utf8")) as {
-          version?: unknown;
-        };
         const native = mod.exports;
-        if (typeof native.load === "function" && native.version === pkg.version) return native;
+        if (typeof native.load === "function") return native;
       }
     } catch {
       // Another layout or libc: the public entry knows.
@@ -248,59 +241,88 @@ function findPackage(dir: string, name: string): string | undefined {
   }
 }
 
-function declareTypes(koffi: typeof Koffi): void {
-  const struct = (layout: readonly (readonly [string, string])[]) => {
-    const fields: Record<string, string | Koffi.TypeObject> = {};
-    for (const [name, ctype] of layout) {
-      // "char[256]" is a C string in an array; every other field is a plain scalar type.
-      const open = ctype.indexOf("[");
-      const item = open < 0 ? ctype : ctype.slice(0, open);
-      const hint = item === "char" ? "String" : "Array";
-      fields[name] = open < 0 ? ctype : koffi.array(item, Number(ctype.slice(open + 1, -1)), hint);
-    }
-    return fields;
-  };
-  koffi.opaque("cv_run");
-  koffi.struct("cv_run_result", struct(RUN_RESULT_LAYOUT));
-  koffi.struct("cv_probe_result", struct(PROBE_RESULT_LAYOUT));
+/** koffi struct fields from a layout table. */
+function structFields(
+  koffi: typeof Koffi,
+  layout: readonly (readonly [string, string])[],
+): Record<string, string | Koffi.TypeObject> {
+  const fields: Record<string, string | Koffi.TypeObject> = {};
+  for (const [name, ctype] of layout) {
+    // "char[256]" is a C string in an array; every other field is a plain scalar type.
+    const open = ctype.indexOf("[");
+    const item = open < 0 ? ctype : ctype.slice(0, open);
+    const hint = item === "char" ? "String" : "Array";
+    fields[name] = open < 0 ? ctype : koffi.array(item, Number(ctype.slice(open + 1, -1)), hint);
+  }
+  return fields;
 }
 
-function declare(h: Koffi.LibraryHandle): Binding {
-  // The casts give koffi's untyped callables the C prototypes written next to them.
-  return {
-    runNew: h.func("cv_run *cv_run_new(const char *helper_path)") as Binding["runNew"],
-    addArg: h.func("int cv_run_add_arg(cv_run *r, const char *arg)") as Binding["addArg"],
-    addEnv: h.func("int cv_run_add_env(cv_run *r, const char *kv)") as Binding["addEnv"],
-    setCwd: h.func("int cv_run_set_cwd(cv_run *r, const char *dir)") as Binding["setCwd"],
-    setStdio: h.func("int cv_run_set_stdio(cv_run *r, int i, int o, int e)") as Binding["setStdio"],
-    setNetwork: h.func("int cv_run_set_network(cv_run *r, int n)") as Binding["setNetwork"],
-    setAllowListen: h.func(
-      "int cv_run_set_allow_listen(cv_run *r, int a)",
-    ) as Binding["setAllowListen"],
-    setTimeoutMs: h.func(
-      "int cv_run_set_timeout_ms(cv_run *r, uint32_t ms)",
-    ) as Binding["setTimeoutMs"],
-    start: h.func("int cv_run_start(cv_run *r, _Out_ int *done_fd)") as Binding["start"],
-    kill: h.func("int cv_run_kill(cv_run *r)") as Binding["kill"],
-    getResult: h.func(
-      "int cv_run_get_result(cv_run *r, _Out_ cv_run_result *out)",
-    ) as Binding["getResult"],
-    statsJson: h.func(
-      "int cv_run_stats_json(cv_run *r, char *buf, size_t len)",
-    ) as Binding["statsJson"],
-    free: h.func("void cv_run_free(cv_run *r)") as Binding["free"],
-    waitForwarding: h.func(
-      "int cv_run_wait_forwarding(cv_run *r, int interactive)",
-    ) as Binding["waitForwarding"],
-    pipe: h.func("int cv_pipe(_Out_ int *fds)") as Binding["pipe"],
-    close: h.func("int cv_close(int fd)") as Binding["close"],
-    isatty: h.func("int cv_isatty(int fd)") as Binding["isatty"],
-    probe: h.func(
-      "int cv_probe(const char *helper_path, _Out_ cv_probe_result *out)",
-    ) as Binding["probe"],
-    strerror: h.func("const char *cv_strerror(int err)") as Binding["strerror"],
-    abiVersion: h.func("int cv_abi_version(void)") as Binding["abiVersion"],
-  };
+function declareTypes(koffi: typeof Koffi): void {
+  const struct = (layout: readonly (readonly [string, string])[]) => structFields(koffi, layout);
+  koffi.opaque("cv_run");
+  koffi.struct("cv_run_result", struct(RUN_RESULT_LAYOUT));
+}
+
+let probeTypeDeclared = false;
+
+/** struct cv_probe_result, declared only when doctor probes. */
+function declareProbeType(koffi: typeof Koffi): void {
+  if (probeTypeDeclared) return;
+  probeTypeDeclared = true;
+  koffi.struct("cv_probe_result", structFields(koffi, PROBE_RESULT_LAYOUT));
+}
+
+/** The C prototype of every binding function. */
+const PROTOTYPES: Record<keyof Binding, string> = {
+  runNew: "cv_run *cv_run_new(const char *helper_path)",
+  addArg: "int cv_run_add_arg(cv_run *r, const char *arg)",
+  addEnv: "int cv_run_add_env(cv_run *r, const char *kv)",
+  setCwd: "int cv_run_set_cwd(cv_run *r, const char *dir)",
+  setStdio: "int cv_run_set_stdio(cv_run *r, int i, int o, int e)",
+  setNetwork: "int cv_run_set_network(cv_run *r, int n)",
+  setAllowListen: "int cv_run_set_allow_listen(cv_run *r, int a)",
+  setTimeoutMs: "int cv_run_set_timeout_ms(cv_run *r, uint32_t ms)",
+  start: "int cv_run_start(cv_run *r, _Out_ int *done_fd)",
+  kill: "int cv_run_kill(cv_run *r)",
+  getResult: "int cv_run_get_result(cv_run *r, _Out_ cv_run_result *out)",
+  statsJson: "int cv_run_stats_json(cv_run *r, char *buf, size_t len)",
+  free: "void cv_run_free(cv_run *r)",
+  waitForwarding: "int cv_run_wait_forwarding(cv_run *r, int interactive)",
+  pipe: "int cv_pipe(_Out_ int *fds)",
+  close: "int cv_close(int fd)",
+  isatty: "int cv_isatty(int fd)",
+  probe: "int cv_probe(const char *helper_path, _Out_ cv_probe_result *out)",
+  strerror: "const char *cv_strerror(int err)",
+  abiVersion: "int cv_abi_version(void)",
+};
+
+/**
+ * The binding: each function is declared with koffi on first use — a plain run needs two
+ * thirds of them, and every declaration costs start-up time. A missing symbol is reported then.
+ */
+function declare(h: Koffi.LibraryHandle, path: string, koffi: typeof Koffi): Binding {
+  const binding = {} as Binding;
+  for (const key of Object.keys(PROTOTYPES) as (keyof Binding)[]) {
+    Object.defineProperty(binding, key, {
+      configurable: true,
+      enumerable: true,
+      get(): unknown {
+        if (key === "probe") declareProbeType(koffi);
+        let fn: unknown;
+        try {
+          fn = h.func(PROTOTYPES[key]);
+        } catch (err) {
+          throw new CvisorError(
+            `${path} is incomplete: ${firstLine(err)} (build it with: npm run build:native)`,
+            "ENATIVE",
+          );
+        }
+        Object.defineProperty(binding, key, { value: fn, enumerable: true });
+        return fn;
+      },
+    });
+  }
+  return binding;
 }
 
 function firstLine(err: unknown): string {

@@ -1,6 +1,7 @@
 /* cvisor-helper: the sandbox's init (static binary, spawned by the supervisor).
  *
- *   cvisor-helper init --ppid PID [--cwd DIR] [--no-network] [--ruleset-fd FD] -- CMD [ARGS...]
+ *   cvisor-helper init --ppid PID [--cwd DIR] [--no-network]
+ *                      [--ruleset-fd FD | --ruleset-sock FD] -- CMD [ARGS...]
  *   cvisor-helper probe
  *
  * init: subreaper, capabilities, NO_NEW_PRIVS, Landlock domain A, the seccomp
@@ -17,6 +18,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -62,6 +64,22 @@ static int install_filter(int deny_network, int signals_scoped) {
     return fd < 0 ? -errno : fd;
 }
 
+static int recv_fd(int sock) {
+    char data;
+    struct iovec iov = {&data, 1};
+    union {
+        struct cmsghdr h;
+        char buf[CMSG_SPACE(sizeof(int))];
+    } ctl;
+    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf, .msg_controllen = sizeof ctl.buf};
+    if (CV_RETRY(recvmsg(sock, &m, MSG_CMSG_CLOEXEC)) <= 0) return -1;
+    struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+    if (!c || c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) return -1;
+    int fd;
+    memcpy(&fd, CMSG_DATA(c), sizeof fd);
+    return fd;
+}
+
 /* Look CMD up in PATH now, before the filter: every miss of execvp's own walk
  * would be a notified execve. Misses and odd cases are left to execvp. */
 static const char *resolve_cmd(const char *cmd, char *buf, size_t len) {
@@ -97,13 +115,16 @@ static _Noreturn void run_guest(const char *file, char **argv, int abi) {
 static int init_main(int argc, char **argv) {
     long ppid = -1;
     const char *cwd = NULL;
-    int deny_network = 0, ruleset = -1, i = 2;
+    int deny_network = 0, ruleset = -1, ruleset_sock = 0, i = 2;
     for (; i < argc; i++) {
         if (!strcmp(argv[i], "--")) { i++; break; }
         if (!strcmp(argv[i], "--ppid") && i + 1 < argc) ppid = strtol(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "--cwd") && i + 1 < argc) cwd = argv[++i];
         else if (!strcmp(argv[i], "--no-network")) deny_network = 1;
-        else if (!strcmp(argv[i], "--ruleset-fd") && i + 1 < argc) ruleset = (int)strtol(argv[++i], NULL, 10);
+        else if ((!strcmp(argv[i], "--ruleset-fd") || !strcmp(argv[i], "--ruleset-sock")) && i + 1 < argc) {
+            ruleset_sock = !strcmp(argv[i], "--ruleset-sock");
+            ruleset = (int)strtol(argv[++i], NULL, 10);
+        }
         else setup_failed(CV_ERR_INVALID, EINVAL, "cvisor-helper: bad argument");
     }
     if (i >= argc) setup_failed(CV_ERR_INVALID, EINVAL, "cvisor-helper: no command");
@@ -132,6 +153,13 @@ static int init_main(int argc, char **argv) {
     int abi = cv_landlock_abi();
     if (abi < 1) setup_failed(CV_ERR_LANDLOCK, errno ? errno : ENOSYS, "Landlock is not available (cvisor doctor explains)");
     const char *what = "landlock_restrict_self";
+    if (ruleset_sock) {
+        /* The supervisor built the ruleset while we exec'd: it arrives on this socket. */
+        int got = recv_fd(ruleset);
+        close(ruleset);
+        if (got < 0) setup_failed(CV_ERR_LANDLOCK, EPROTO, "no Landlock ruleset from the supervisor");
+        ruleset = got;
+    }
     if (ruleset < 0) {
         /* No ruleset from the supervisor: build it here, with our own terminals. */
         char tty[3][256];

@@ -21,6 +21,16 @@ static int cached_abi = -1;
 static dev_t cached_ttys[3];
 static struct cv_ll_expanded cached_x;
 
+/* A dup of the cached ruleset if it is still right for this run, else -1. */
+int cv_ruleset_cached(const struct cv_run *r) {
+    pthread_mutex_lock(&mu);
+    int fresh = cached_fd >= 0 && !memcmp(cached_ttys, r->stdio_rdev, sizeof cached_ttys) &&
+                cv_ll_expanded_fresh(&cached_x);
+    int dup = fresh ? fcntl(cached_fd, F_DUPFD_CLOEXEC, 3) : -1;
+    pthread_mutex_unlock(&mu);
+    return dup;
+}
+
 /* A dup of the cached ruleset for this run (the caller closes it), or -errno. */
 int cv_ruleset_for(const struct cv_run *r, char *msg, size_t msglen) {
     pthread_mutex_lock(&mu);

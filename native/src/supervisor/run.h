@@ -55,8 +55,10 @@ struct cv_run {
  * Fills init_pid, status_r, go_w. Returns 0 or a cv_error. */
 int cv_spawn_helper(struct cv_run *r, char *msg, size_t msglen);
 
-/* ruleset.c: a dup of the cached Landlock domain A ruleset, or -errno (msg filled). */
+/* ruleset.c: a dup of the cached Landlock domain A ruleset, built if needed, or -errno
+ * (msg filled); cv_ruleset_cached never builds (-1 when a build is needed). */
 int cv_ruleset_for(const struct cv_run *r, char *msg, size_t msglen);
+int cv_ruleset_cached(const struct cv_run *r);
 
 /* receiver.c: the per-run thread. */
 void *cv_receiver_main(void *arg);

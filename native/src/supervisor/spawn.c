@@ -11,6 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "common/proto.h"
@@ -32,6 +34,23 @@ static pthread_cond_t finished = PTHREAD_COND_INITIALIZER;
 static struct spawn_req *queue;
 static int thread_started;
 
+static void send_fd(int sock, int fd) {
+    char data = 'r';
+    struct iovec iov = {&data, 1};
+    union {
+        struct cmsghdr h;
+        char buf[CMSG_SPACE(sizeof(int))];
+    } ctl;
+    memset(&ctl, 0, sizeof ctl);
+    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf, .msg_controllen = sizeof ctl.buf};
+    struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(c), &fd, sizeof fd);
+    CV_RETRY(sendmsg(sock, &m, MSG_NOSIGNAL));
+}
+
 static int above_targets(int fd) {
     if (fd < 0 || fd > CV_HELPER_GO_FD + 1) return fd;
     int moved = fcntl(fd, F_DUPFD_CLOEXEC, CV_HELPER_GO_FD + 2);
@@ -45,8 +64,17 @@ static int do_spawn(struct cv_run *r, char *msg, size_t msglen) {
                  r->helper, strerror(errno));
         return CV_ERR_HELPER;
     }
-    cv_autoclose int ruleset = cv_ruleset_for(r, msg, msglen);
-    if (ruleset < 0) return CV_ERR_LANDLOCK;
+    /* The Landlock ruleset goes to the helper as fd 5: the cached one directly; else a
+     * socket on which it is sent once built, so that the build overlaps the helper's exec. */
+    cv_autoclose int ruleset = cv_ruleset_cached(r);
+    int sock[2] = {-1, -1};
+    if (ruleset < 0) {
+        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sock) < 0) {
+            snprintf(msg, msglen, "socketpair: %s", strerror(errno));
+            return CV_ERR_SPAWN;
+        }
+        ruleset = sock[1];
+    }
     int status[2] = {-1, -1}, go[2] = {-1, -1};
     if (pipe2(status, O_CLOEXEC) < 0 || pipe2(go, O_CLOEXEC) < 0) {
         snprintf(msg, msglen, "pipe: %s", strerror(errno));
@@ -69,7 +97,7 @@ static int do_spawn(struct cv_run *r, char *msg, size_t msglen) {
     av[n++] = ppid;
     if (r->cwd) { av[n++] = "--cwd"; av[n++] = r->cwd; }
     if (r->network == CV_NET_DENY) av[n++] = "--no-network";
-    av[n++] = "--ruleset-fd";
+    av[n++] = sock[0] >= 0 ? "--ruleset-sock" : "--ruleset-fd";
     av[n++] = "5";
     av[n++] = "--";
     for (size_t i = 0; i < r->argc; i++) av[n++] = r->argv[i];
@@ -104,8 +132,26 @@ static int do_spawn(struct cv_run *r, char *msg, size_t msglen) {
     if (e) {
         close(status[0]);
         close(go[1]);
+        if (sock[0] >= 0) close(sock[0]);
         snprintf(msg, msglen, "cannot start cvisor-helper: %s", strerror(e));
         return CV_ERR_SPAWN;
+    }
+    if (sock[0] >= 0) {
+        /* The helper execs meanwhile. If the build fails, it sees the socket close and
+         * reports; the message here is the more precise one. */
+        int built = cv_ruleset_for(r, msg, msglen);
+        if (built >= 0) {
+            send_fd(sock[0], built);
+            close(built);
+        }
+        close(sock[0]);
+        if (built < 0) {
+            kill(pid, SIGKILL);
+            waitpid(pid, NULL, 0);
+            close(status[0]);
+            close(go[1]);
+            return CV_ERR_LANDLOCK;
+        }
     }
     r->init_pid = pid;
     r->status_r = status[0];
