@@ -23,6 +23,7 @@
 #endif
 
 static int writes(int flags) {
+    if (flags & O_PATH) return 0; /* the kernel ignores every other flag but these three */
     return (flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC) ||
            (flags & O_TMPFILE) == O_TMPFILE;
 }
@@ -85,6 +86,7 @@ struct cv_reply cv_h_open(struct cv_notif *n) {
     default:
         path_addr = a[0], flags = (int)a[1], mode = (mode_t)a[2];
     }
+    if (flags & O_PATH) flags &= O_PATH | O_CLOEXEC | O_DIRECTORY | O_NOFOLLOW; /* the rest is ignored */
     char path[PATH_MAX];
     int r = cv_notif_path(n, path_addr, path, sizeof path);
     if (r < 0) return cv_err(-r);

@@ -172,7 +172,11 @@ void *cv_receiver_main(void *arg) {
 
     if (!req || !resp) {
         cv_run_fail(r, CV_ERR_NOMEM, "out of memory");
-    } else if (handshake(r, &s) == 0 || r->init_pidfd >= 0) {
+    } else {
+        /* A helper that never got its go byte would wait for it forever. */
+        if (handshake(r, &s) != 0 && r->init_pid > 0) kill(r->init_pid, SIGKILL);
+    }
+    if (req && resp && r->init_pidfd >= 0) {
         int status_open = r->status_r >= 0, listening = r->listener >= 0;
         /* Ending: the tree is killed, and killed again every few ms until the init
          * is gone (a guest forked after a scan, or before the first one, is caught by

@@ -79,6 +79,7 @@ static int do_spawn(struct cv_run *r, char *msg, size_t msglen) {
     if (pipe2(status, O_CLOEXEC) < 0 || pipe2(go, O_CLOEXEC) < 0) {
         snprintf(msg, msglen, "pipe: %s", strerror(errno));
         if (status[0] >= 0) { close(status[0]); close(status[1]); }
+        if (sock[0] >= 0) close(sock[0]);
         return CV_ERR_SPAWN;
     }
     /* The child's dup2s run in order onto fds 0..5: no source may sit below 6,
@@ -89,6 +90,12 @@ static int do_spawn(struct cv_run *r, char *msg, size_t msglen) {
     /* argv: helper init --ppid P [--cwd D] [--no-network] -- argv... */
     size_t n = 0;
     char **av = calloc(r->argc + 12, sizeof *av);
+    if (!av) {
+        snprintf(msg, msglen, "out of memory");
+        close(status[0]); close(status[1]); close(go[0]); close(go[1]);
+        if (sock[0] >= 0) close(sock[0]);
+        return CV_ERR_NOMEM;
+    }
     char ppid[32];
     snprintf(ppid, sizeof ppid, "%d", (int)getpid());
     av[n++] = r->helper;
