@@ -37,29 +37,23 @@ const MIN_SAMPLES = 3; // a slow runner still gets this many rounds
 const MAX_FAILURES = 2;
 
 // Every runner, and the guest, gets the same small environment: the host
-// variables cvisor passes to a guest by default (src/sandbox/env.ts). The host
-// environment may hold variables that change a program's own cost (e.g.
-// NODE_EXTRA_CA_CERTS adds tens of ms to every node start) and cvisor drops
-// them, so native and peers must not see them either.
-const ENV_KEYS = [
-  "PATH",
-  "HOME",
-  "USER",
-  "LOGNAME",
-  "SHELL",
-  "TERM",
-  "COLORTERM",
-  "LANG",
-  "LANGUAGE",
-  "TZ",
-  "TMPDIR",
-];
+// variables cvisor passes to a guest by default (src/sandbox/env.ts, read from
+// the build). The host environment may hold variables that change a program's
+// own cost (e.g. NODE_EXTRA_CA_CERTS adds tens of ms to every node start) and
+// cvisor drops them, so native and peers must not see them either.
+const ENV_MODULE = path.join(REPO, "dist/src/sandbox/env.js");
+if (!fs.existsSync(ENV_MODULE)) {
+  console.error("bench: cvisor is not built here: run `npm install` first");
+  process.exit(1);
+}
+const { DEFAULT_ENV_KEYS, FALLBACK_PATH } = await import(pathToFileURL(ENV_MODULE).href);
 const BENCH_ENV = Object.fromEntries(
   Object.entries(process.env).filter(
-    ([key, value]) => value !== undefined && (ENV_KEYS.includes(key) || key.startsWith("LC_")),
+    ([key, value]) =>
+      value !== undefined && (DEFAULT_ENV_KEYS.includes(key) || key.startsWith("LC_")),
   ),
 );
-BENCH_ENV.PATH ??= "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+BENCH_ENV.PATH ??= FALLBACK_PATH;
 const RUN_TIMEOUT_MS = 180_000; // one run longer than this is a failure
 const STDERR_KEEP = 64 * 1024;
 
@@ -1008,7 +1002,7 @@ function printTable(results, runners, rounds, load) {
     notes.push("cvisor = `node dist/cvisor.cjs --json --no-network -- CMD…` (wall time)");
   }
   notes.push(
-    `every runner gets the same environment: only ${ENV_KEYS.join(", ")}, LC_* of the host`,
+    `every runner gets the same environment: only ${DEFAULT_ENV_KEYS.join(", ")}, LC_* of the host`,
   );
   notes.push(
     `n=K: a slow runner stopped after K samples (time budget); f=K: K runs failed; ` +

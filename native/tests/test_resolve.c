@@ -28,25 +28,14 @@
 
 #include "handlers/handlers.h"
 #include "overlay/resolve.h"
+#include "check.h"
 
 #define DEPTH 60  /* directories in the deep path */
 #define CHAIN 40  /* symlinks in the chain (the kernel follows at most 40) */
 
-static unsigned long passed, failed;
 static char tmp[PATH_MAX]; /* the temp tree, absolute */
 static pid_t me;
 
-static void check(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void check(int ok, const char *fmt, ...) {
-    if (ok) { passed++; return; }
-    failed++;
-    va_list ap;
-    va_start(ap, fmt);
-    fputs("FAIL ", stdout);
-    vprintf(fmt, ap);
-    fputc('\n', stdout);
-    va_end(ap);
-}
 
 static const char *flag_str(int flags) {
     static const char *names[] = {"0", "FOLLOW", "PARENT", "FOLLOW|PARENT"};

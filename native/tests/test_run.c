@@ -28,25 +28,14 @@
 #include <unistd.h>
 
 #include "cvisor.h"
+#include "check.h"
 
 #define RUN_GUARD_MS 10000 /* a run that takes longer is a failure (and gets killed) */
 #define CONCURRENT 20
 
-static unsigned long passed, failed;
 static char helper[PATH_MAX];
 static pid_t me;
 
-static void check(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void check(int ok, const char *fmt, ...) {
-    if (ok) { passed++; return; }
-    failed++;
-    va_list ap;
-    va_start(ap, fmt);
-    fputs("FAIL ", stdout);
-    vprintf(fmt, ap);
-    fputc('\n', stdout);
-    va_end(ap);
-}
 
 static double now_ms(void) {
     struct timespec t;

@@ -3,12 +3,8 @@
 #include <errno.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+#include "common/sysnr.h"
 
-#ifndef __NR_landlock_create_ruleset
-#define __NR_landlock_create_ruleset 444
-#define __NR_landlock_add_rule 445
-#define __NR_landlock_restrict_self 446
-#endif
 #define CV_LL_CREATE_RULESET_VERSION (1u << 0)
 #define CV_LL_RULE_PATH_BENEATH 1
 

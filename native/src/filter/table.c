@@ -7,29 +7,7 @@
 #include <linux/audit.h>
 #include <linux/seccomp.h>
 #include <sys/syscall.h>
-
-/* Newer than the build host's headers (x86_64 numbers). */
-#ifndef __NR_fchmodat2
-#define __NR_fchmodat2 452
-#endif
-#ifndef __NR_cachestat
-#define __NR_cachestat 451
-#endif
-#ifndef __NR_map_shadow_stack
-#define __NR_map_shadow_stack 453
-#endif
-#ifndef __NR_futex_wake
-#define __NR_futex_wake 454
-#endif
-#ifndef __NR_futex_wait
-#define __NR_futex_wait 455
-#endif
-#ifndef __NR_futex_requeue
-#define __NR_futex_requeue 456
-#endif
-#ifndef __NR_mseal
-#define __NR_mseal 462
-#endif
+#include "common/sysnr.h"
 
 static const char MEM[] = "memory, threads or scheduling of the caller itself";
 static const char TIME[] = "reads clocks or arms the caller's own timers";

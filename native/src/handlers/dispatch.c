@@ -4,10 +4,7 @@
 #include <sys/syscall.h>
 
 #include "handlers.h"
-
-#ifndef __NR_fchmodat2
-#define __NR_fchmodat2 452
-#endif
+#include "common/sysnr.h"
 
 struct cv_reply cv_dispatch(struct cv_notif *n) {
     switch (n->req->data.nr) {

@@ -16,10 +16,7 @@
 #include "guest/mem.h"
 #include "handlers.h"
 #include "overlay/resolve.h"
-
-#ifndef __NR_fchmodat2
-#define __NR_fchmodat2 452
-#endif
+#include "common/sysnr.h"
 
 /* Not a file of any host filesystem: anonymous pipe, socket, anon inode, memfd. */
 static int fd_is_private(struct cv_notif *n, int fd, int *bad) {

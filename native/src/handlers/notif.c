@@ -11,13 +11,8 @@
 #include "common/util.h"
 #include "guest/mem.h"
 #include "handlers.h"
+#include "common/sysnr.h"
 
-#ifndef __NR_pidfd_open
-#define __NR_pidfd_open 434
-#endif
-#ifndef __NR_pidfd_getfd
-#define __NR_pidfd_getfd 438
-#endif
 #ifndef PIDFD_THREAD
 #define PIDFD_THREAD O_EXCL
 #endif

@@ -19,13 +19,7 @@
 #include "common/landlock.h"
 #include "common/seccomp_defs.h"
 #include "common/util.h"
-
-#ifndef __NR_pidfd_open
-#define __NR_pidfd_open 434
-#endif
-#ifndef __NR_pidfd_getfd
-#define __NR_pidfd_getfd 438
-#endif
+#include "common/sysnr.h"
 
 struct probe {
     int seccomp_unotify, seccomp_errno, addfd_send, addfd_errno, sync_wakeup, killable_recv;

@@ -13,10 +13,7 @@
 #include <unistd.h>
 
 #include "common/util.h"
-
-#ifndef __NR_openat2
-#define __NR_openat2 437
-#endif
+#include "common/sysnr.h"
 
 static int is_procfs_fd(int fd) {
     struct statfs sf;

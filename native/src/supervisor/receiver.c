@@ -20,13 +20,8 @@
 #include "common/util.h"
 #include "handlers/handlers.h"
 #include "run.h"
+#include "common/sysnr.h"
 
-#ifndef __NR_pidfd_open
-#define __NR_pidfd_open 434
-#endif
-#ifndef __NR_pidfd_getfd
-#define __NR_pidfd_getfd 438
-#endif
 #ifndef P_PIDFD
 #define P_PIDFD 3
 #endif
