@@ -83,6 +83,11 @@ export function sleeper(): string {
   return compileFixture("sleeper");
 }
 
+/** The path-flipping racer (test/fixtures/racer.c), built with threads. */
+export function racer(): string {
+  return compileFixture("racer");
+}
+
 /** The host-side xattr helper (test/fixtures/xattr-tool.c). */
 export function xattrTool(): string {
   return compileFixture("xattr-tool");
