@@ -19,3 +19,24 @@ export function runtimeDir(env: NodeJS.ProcessEnv = process.env): string {
   const uid = typeof process.getuid === "function" ? process.getuid() : 0;
   return join(tmpdir(), `cvisor-${uid}`);
 }
+
+/** Credentials a guest must not read by default, under the user's home. */
+export const CREDENTIAL_PATHS: readonly string[] = [
+  ".ssh",
+  ".aws",
+  ".config/gcloud",
+  ".docker",
+  ".kube",
+  ".netrc",
+  ".npmrc",
+  ".git-credentials",
+];
+
+/**
+ * What a guest must not read unless exposed: the credentials in $HOME (else the account's home)
+ * and cvisor's own state directory (other sandboxes' files, caches).
+ */
+export function defaultHiddenPaths(env: NodeJS.ProcessEnv = process.env): string[] {
+  const home = env.HOME && isAbsolute(env.HOME) ? env.HOME : homedir();
+  return [...CREDENTIAL_PATHS.map((rel) => join(home, rel)), cvisorHome(env)];
+}

@@ -84,6 +84,9 @@ CV_API cv_run *cv_run_new(const char *helper_path);
 CV_API int cv_run_add_arg(cv_run *r, const char *arg);          /* argv[0] is looked up in the guest PATH */
 CV_API int cv_run_add_env(cv_run *r, const char *key_eq_value); /* the guest environment, exactly */
 CV_API int cv_run_set_cwd(cv_run *r, const char *dir);          /* default: the caller's cwd */
+/* An absolute path the guest must not read (credentials, the sandbox storage): left out
+ * of the Landlock grant, with everything below it. Repeatable. */
+CV_API int cv_run_add_hidden(cv_run *r, const char *path);
 /* Fds of the calling process given to the guest as 0, 1, 2 (-1: /dev/null). They are
  * dup'd into the guest at start; the caller may close its copies after cv_run_start. */
 CV_API int cv_run_set_stdio(cv_run *r, int in_fd, int out_fd, int err_fd);

@@ -112,6 +112,7 @@ struct opts {
     uint32_t timeout_ms;
     int kill_after_ms;    /* > 0: cv_run_kill after this long */
     const char *watch;    /* marker to look for in /proc while it runs */
+    const char *hide[4];  /* cv_run_add_hidden */
 };
 
 struct job {
@@ -159,6 +160,7 @@ static int job_start(struct job *j, const char *name, const char *const *argv, c
     cv_run_add_env(j->r, "PATH=/usr/bin:/bin");
     if (j->o.cwd) cv_run_set_cwd(j->r, j->o.cwd);
     if (j->o.timeout_ms) cv_run_set_timeout_ms(j->r, j->o.timeout_ms);
+    for (size_t i = 0; i < 4 && j->o.hide[i]; i++) cv_run_add_hidden(j->r, j->o.hide[i]);
     int po[2], pe[2];
     if (cv_pipe(po) < 0) return -errno;
     if (cv_pipe(pe) < 0) { close(po[0]); close(po[1]); return -errno; }
@@ -382,6 +384,50 @@ static void test_confinement(void) {
     run(&j, "cat /proc/self/nonexistent", (const char *[]){"cat", "/proc/self/nonexistent", NULL}, NULL);
     check(j.res.state == CV_RUN_EXITED && j.res.exit_code != 0 && strstr(j.errbuf, "No such file"),
           "cat /proc/self/nonexistent: expected ENOENT, got %s; stderr \"%s\"", res_str(&j.res), j.errbuf);
+}
+
+/* Hidden paths: neither a hidden directory's files nor a hidden file can be read, by any
+ * spelling; everything next to them can; and a path that appears later stays hidden. */
+static void test_hidden(void) {
+    static struct job j;
+    char dir[64], secret_dir[96], secret_file[96], inside[128], beside[96], later[96], via[160];
+    snprintf(dir, sizeof dir, "/tmp/cvisor-test-%d-hide", (int)me);
+    snprintf(secret_dir, sizeof secret_dir, "%s/creds", dir);
+    snprintf(secret_file, sizeof secret_file, "%s/token", dir);
+    snprintf(inside, sizeof inside, "%s/key", secret_dir);
+    snprintf(beside, sizeof beside, "%s/visible", dir);
+    snprintf(later, sizeof later, "%s/later", dir);
+    snprintf(via, sizeof via, "/proc/self/root%s/../creds/key", secret_dir);
+    mkdir(dir, 0755);
+    mkdir(secret_dir, 0755);
+    const char *files[][2] = {{inside, "SECRET-KEY\n"}, {secret_file, "SECRET-TOKEN\n"}, {beside, "visible\n"}};
+    for (size_t i = 0; i < 3; i++) {
+        FILE *f = fopen(files[i][0], "w");
+        if (f) fputs(files[i][1], f), fclose(f);
+    }
+    struct opts o = {.hide = {secret_dir, secret_file, later}};
+    run(&j, "hidden dir", (const char *[]){"cat", inside, NULL}, &o);
+    check(j.res.exit_code != 0 && !strstr(j.outbuf, "SECRET"), "hidden dir: read %s: %s \"%s\"", inside,
+          res_str(&j.res), j.outbuf);
+    run(&j, "hidden dir via /proc/self/root", (const char *[]){"cat", via, NULL}, &o);
+    check(j.res.exit_code != 0 && !strstr(j.outbuf, "SECRET"), "hidden via %s: %s \"%s\"", via,
+          res_str(&j.res), j.outbuf);
+    run(&j, "hidden file", (const char *[]){"cat", secret_file, NULL}, &o);
+    check(j.res.exit_code != 0 && !strstr(j.outbuf, "SECRET"), "hidden file: %s \"%s\"", res_str(&j.res),
+          j.outbuf);
+    run(&j, "beside hidden", (const char *[]){"cat", beside, NULL}, &o);
+    check(j.res.exit_code == 0 && !strcmp(j.outbuf, "visible\n"), "next to hidden: %s \"%s\"",
+          res_str(&j.res), j.outbuf);
+    /* Created after the ruleset was built, under a directory that shaped it. */
+    FILE *f = fopen(later, "w");
+    if (f) fputs("SECRET-LATER\n", f), fclose(f);
+    run(&j, "hidden later", (const char *[]){"cat", later, NULL}, &o);
+    check(j.res.exit_code != 0 && !strstr(j.outbuf, "SECRET"), "hidden, created later: %s \"%s\"",
+          res_str(&j.res), j.outbuf);
+    run(&j, "not hidden", (const char *[]){"cat", inside, NULL}, NULL);
+    check(j.res.exit_code == 0 && strstr(j.outbuf, "SECRET-KEY"), "without the hide list: %s \"%s\"",
+          res_str(&j.res), j.outbuf);
+    unlink(inside), unlink(secret_file), unlink(beside), unlink(later), rmdir(secret_dir), rmdir(dir);
 }
 
 static void test_timeouts(void) {
@@ -655,6 +701,7 @@ int main(void) {
     sleep_ms(300);
     int fds0 = count_fds();
     test_confinement();
+    test_hidden();
     test_timeouts();
     test_kill_and_state();
     test_concurrent();

@@ -13,6 +13,8 @@ export function fastParse(
   const own = sep < 0 ? args : args.slice(0, sep);
   const opts: RootOptions = { network: true };
   const env: string[] = [];
+  const hide: string[] = [];
+  const expose: string[] = [];
   for (let i = 0; i < own.length; i++) {
     const arg = own[i] ?? "";
     const eq = arg.startsWith("--") ? arg.indexOf("=") : -1;
@@ -31,11 +33,15 @@ export function fastParse(
       case "--env":
       case "--timeout":
       case "-C":
-      case "--workdir": {
+      case "--workdir":
+      case "--hide":
+      case "--expose": {
         const value = takeValue();
         if (value === undefined) return null;
         if (name === "-e" || name === "--env") env.push(value);
         else if (name === "--timeout") opts.timeout = value;
+        else if (name === "--hide") hide.push(value);
+        else if (name === "--expose") expose.push(value);
         else opts.workdir = value;
         break;
       }
@@ -44,5 +50,7 @@ export function fastParse(
     }
   }
   if (env.length > 0) opts.env = env;
+  if (hide.length > 0) opts.hide = hide;
+  if (expose.length > 0) opts.expose = expose;
   return buildRunPlan(opts, sep < 0 ? [] : args.slice(sep + 1), hostEnv);
 }

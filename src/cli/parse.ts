@@ -52,6 +52,16 @@ export function parseCli(
     .option("--allow-listen", "allow bind/listen on AF_INET/AF_INET6 sockets")
     .option("--timeout <duration>", "kill the whole process tree after DURATION (500ms, 5s, 2m)")
     .option("-C, --workdir <dir>", "run the command in DIR")
+    .option(
+      "--hide <path>",
+      "also keep PATH (and all below it) from the guest; repeatable",
+      (value: string, previous: string[] | undefined) => [...(previous ?? []), value],
+    )
+    .option(
+      "--expose <path>",
+      "let the guest read PATH although it is hidden by default (e.g. ~/.ssh); repeatable",
+      (value: string, previous: string[] | undefined) => [...(previous ?? []), value],
+    )
     .option("--json", "print a JSON run report on stderr at the end")
     .version(VERSION, "-V, --version", "print the version")
     .helpOption("-h, --help", "print this help")

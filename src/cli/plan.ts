@@ -20,6 +20,9 @@ export interface RunPlan {
   timeoutText?: string;
   workdir?: string;
   json: boolean;
+  /** --hide and --expose, as given (resolved against the cwd when the run is built). */
+  hide: string[];
+  expose: string[];
 }
 
 /** Run `cvisor doctor`. */
@@ -46,7 +49,15 @@ export interface ErrorPlan {
 export type Plan = RunPlan | DoctorPlan | PrintPlan | ErrorPlan;
 
 /** Options that take a value: the token after them is never the `--` separator. */
-const VALUE_OPTIONS = new Set(["-e", "--env", "--timeout", "-C", "--workdir"]);
+const VALUE_OPTIONS = new Set([
+  "-e",
+  "--env",
+  "--timeout",
+  "-C",
+  "--workdir",
+  "--hide",
+  "--expose",
+]);
 
 /** The index of the `--` that ends cvisor's own options, or -1. */
 export function separatorIndex(args: readonly string[]): number {
@@ -66,6 +77,8 @@ export interface RootOptions {
   timeout?: string;
   workdir?: string;
   json?: boolean;
+  hide?: string[];
+  expose?: string[];
 }
 
 /** The run plan for parsed options and the command after `--` (an error plan if invalid). */
@@ -102,6 +115,8 @@ export function buildRunPlan(
     allowListen: Boolean(opts.allowListen),
     timeoutMs,
     json: Boolean(opts.json),
+    hide: [...(opts.hide ?? [])],
+    expose: [...(opts.expose ?? [])],
   };
   if (opts.timeout !== undefined) plan.timeoutText = opts.timeout;
   if (opts.workdir !== undefined) plan.workdir = opts.workdir;

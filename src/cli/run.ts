@@ -18,7 +18,7 @@ export async function runCommand(plan: RunPlan): Promise<number> {
   if (plan.workdir !== undefined) checkWorkdir(plan.workdir);
   const spec = runSpec(
     plan.argv,
-    { network: plan.network, allowListen: plan.allowListen },
+    { network: plan.network, allowListen: plan.allowListen, hide: plan.hide, expose: plan.expose },
     {
       env: plan.env,
       ...(plan.workdir !== undefined ? { cwd: plan.workdir } : {}),

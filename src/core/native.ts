@@ -25,6 +25,8 @@ export interface RunSpec {
   allowListen: boolean;
   /** 0: no deadline. */
   timeoutMs: number;
+  /** Absolute paths the guest must not read. */
+  hide: readonly string[];
 }
 
 /** cv_run_result, decoded. */
@@ -71,6 +73,7 @@ interface Binding {
   addArg: Fn<[Ptr, string], number>;
   addEnv: Fn<[Ptr, string], number>;
   setCwd: Fn<[Ptr, string], number>;
+  addHidden: Fn<[Ptr, string], number>;
   setStdio: Fn<[Ptr, number, number, number], number>;
   setNetwork: Fn<[Ptr, number], number>;
   setAllowListen: Fn<[Ptr, number], number>;
@@ -278,6 +281,7 @@ const PROTOTYPES: Record<keyof Binding, string> = {
   addArg: "int cv_run_add_arg(cv_run *r, const char *arg)",
   addEnv: "int cv_run_add_env(cv_run *r, const char *kv)",
   setCwd: "int cv_run_set_cwd(cv_run *r, const char *dir)",
+  addHidden: "int cv_run_add_hidden(cv_run *r, const char *path)",
   setStdio: "int cv_run_set_stdio(cv_run *r, int i, int o, int e)",
   setNetwork: "int cv_run_set_network(cv_run *r, int n)",
   setAllowListen: "int cv_run_set_allow_listen(cv_run *r, int a)",
@@ -418,6 +422,7 @@ export function createRun(spec: RunSpec): NativeRun {
     check(b.setNetwork(ptr, spec.network ? 0 : 1), "network policy");
     check(b.setAllowListen(ptr, spec.allowListen ? 1 : 0), "listen policy");
     check(b.setTimeoutMs(ptr, spec.timeoutMs), "timeout");
+    for (const path of spec.hide) check(b.addHidden(ptr, path), `hidden path ${path}`);
   } catch (err) {
     free(run);
     throw err;

@@ -3,6 +3,7 @@
 import { resolve as resolvePath } from "node:path";
 import { CvisorError } from "../core/errors.js";
 import * as native from "../core/native.js";
+import { defaultHiddenPaths } from "../paths.js";
 import { parseDuration } from "./duration.js";
 import { buildEnv, envStrings } from "./env.js";
 import { runFailure } from "./result.js";
@@ -30,7 +31,17 @@ export function runSpec(
     network: options.network ?? o.network ?? true,
     allowListen: options.allowListen ?? o.allowListen ?? false,
     timeoutMs: timeout === undefined ? 0 : parseDuration(timeout),
+    hide: hiddenPaths(o, options),
   };
+}
+
+/** The default hidden paths minus the exposed ones, plus the extra hidden ones (absolute). */
+export function hiddenPaths(o: Readonly<SandboxOptions>, options: RunOptions): string[] {
+  const abs = (list: readonly string[] | undefined): string[] =>
+    (list ?? []).map((p) => resolvePath(p));
+  const expose = new Set([...abs(o.expose), ...abs(options.expose)]);
+  const hide = [...defaultHiddenPaths().filter((p) => !expose.has(p)), ...abs(o.hide)];
+  return [...new Set([...hide, ...abs(options.hide)])];
 }
 
 /** How a finished run ended: failure is the CvisorError of a run whose guest never ran. */

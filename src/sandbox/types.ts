@@ -12,6 +12,10 @@ export interface SandboxOptions {
   cwd?: string;
   /** Deadline: milliseconds, or "500ms", "5s", "2m", "1h". */
   timeout?: number | string;
+  /** More paths the guest must not read (absolute, or relative to this process's cwd). */
+  hide?: readonly string[];
+  /** Paths to take out of the default hidden list (credentials in $HOME, cvisor's state). */
+  expose?: readonly string[];
 }
 
 /** Where a guest stream goes: this process's own fd, a captured pipe, or /dev/null. */
@@ -25,6 +29,10 @@ export interface RunOptions {
   timeout?: number | string;
   network?: boolean;
   allowListen?: boolean;
+  /** Added to the Sandbox's hide list. */
+  hide?: readonly string[];
+  /** Added to the Sandbox's expose list. */
+  expose?: readonly string[];
   /** "ignore" (default): /dev/null; "inherit": this process's stdin; a string or bytes: fed to the guest. */
   stdin?: "inherit" | "ignore" | string | Uint8Array;
   /** Default "pipe": captured into RunResult.stdout. */

@@ -1,8 +1,9 @@
 /* Landlock domain A. Rules only grant, and a grant covers a whole subtree, so
  * a hidden path P is hidden by granting every sibling along the chain from /
  * to P and never an ancestor of P (its ancestors get READ_DIR only: listing).
- * Hidden now: every procfs mount, so /proc is served only by the supervisor,
- * which checks that a /proc/<pid> belongs to this sandbox. */
+ * Hidden: every procfs mount, so /proc is served only by the supervisor, which
+ * checks that a /proc/<pid> belongs to this sandbox; and the caller's list
+ * (credentials, the sandbox storage), so no race can read them. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -23,26 +24,28 @@ struct hidden {
     size_t n;
 };
 
-static void hidden_add(struct hidden *h, const char *p) {
-    if (h->n < MAX_HIDDEN) h->path[h->n++] = strdup(p);
+static int hidden_add(struct hidden *h, const char *p) {
+    if (h->n >= MAX_HIDDEN) return -E2BIG; /* never drop a path silently */
+    if (!(h->path[h->n] = strdup(p))) return -ENOMEM;
+    h->n++;
+    return 0;
 }
 
 /* Mount points of every procfs (fields: id parent maj:min root mountpoint ... - fstype). */
-static void hide_procfs(struct hidden *h) {
+static int hide_procfs(struct hidden *h) {
     FILE *f = fopen("/proc/self/mountinfo", "re");
-    if (!f) {
-        hidden_add(h, "/proc");
-        return;
-    }
+    if (!f) return hidden_add(h, "/proc");
     char line[4096];
-    while (fgets(line, sizeof line, f)) {
+    int r = 0;
+    while (r == 0 && fgets(line, sizeof line, f)) {
         char mnt[2048], fstype[64];
         const char *dash = strstr(line, " - ");
         if (!dash || sscanf(dash + 3, "%63s", fstype) != 1) continue;
         if (sscanf(line, "%*s %*s %*s %*s %2047s", mnt) != 1) continue;
-        if (strcmp(fstype, "proc") == 0) hidden_add(h, mnt);
+        if (strcmp(fstype, "proc") == 0) r = hidden_add(h, mnt);
     }
     fclose(f);
+    return r;
 }
 
 static int is_prefix_dir(const char *dir, const char *path) {
@@ -93,6 +96,9 @@ static int grant_tree(int rs, const char *dir, const struct hidden *h, uint64_t 
         snprintf(child, sizeof child, "%s%s%s", dir, strcmp(dir, "/") ? "/" : "", e->d_name);
         struct stat st;
         if (lstat(child, &st) < 0 || S_ISLNK(st.st_mode)) continue; /* links: their targets are granted */
+        int hidden = 0;
+        for (size_t i = 0; i < h->n && !hidden; i++) hidden = !strcmp(h->path[i], child);
+        if (hidden) continue;
         r = S_ISDIR(st.st_mode) ? grant_tree(rs, child, h, rx, depth + 1, x)
                                 : add_rule(rs, child, rx, 0);
         if (r < 0) break;
@@ -101,19 +107,23 @@ static int grant_tree(int rs, const char *dir, const struct hidden *h, uint64_t 
     return r;
 }
 
-int cv_fs_ruleset_build(int abi, const char *const *ttys, struct cv_ll_expanded *x,
-                        const char **what) {
+int cv_fs_ruleset_build(int abi, const char *const *ttys, const char *const *hide,
+                        struct cv_ll_expanded *x, const char **what) {
     struct cv_ll_ruleset_attr attr = {.handled_access_fs = cv_landlock_fs_rights(abi)};
     attr.handled_access_fs &= ~CV_LL_IOCTL_DEV; /* device ioctls: see docs/ARCHITECTURE.md */
     *what = "landlock_create_ruleset";
     cv_autoclose int rs = cv_landlock_create(&attr, abi);
     if (rs < 0) return -errno;
     struct hidden h = {0};
-    hide_procfs(&h);
+    *what = "hidden paths";
+    int r = hide_procfs(&h);
+    for (size_t i = 0; hide && hide[i] && r == 0; i++) r = hidden_add(&h, hide[i]);
     uint64_t rx = CV_LL_READ_FILE | CV_LL_READ_DIR | CV_LL_EXECUTE;
-    *what = "landlock_add_rule (host tree)";
-    if (x) memset(x, 0, sizeof *x);
-    int r = grant_tree(rs, "/", &h, rx, 0, x);
+    if (r == 0) {
+        *what = "landlock_add_rule (host tree)";
+        if (x) memset(x, 0, sizeof *x);
+        r = grant_tree(rs, "/", &h, rx, 0, x);
+    }
     for (size_t i = 0; i < h.n; i++) free(h.path[i]);
     if (r < 0) return r;
     /* Writable device nodes. The supervisor decides every write open; these

@@ -17,11 +17,12 @@ struct cv_ll_expanded {
     struct timespec mtime[CV_LL_MAX_EXPANDED];
 };
 
-/* Domain A's ruleset: read/list/execute on the visible host, write on the few
- * devices and on ttys (NULL-terminated paths, may be NULL). Returns the ruleset
- * fd or -errno; *what names the failing step. x may be NULL. */
-int cv_fs_ruleset_build(int abi, const char *const *ttys, struct cv_ll_expanded *x,
-                        const char **what);
+/* Domain A's ruleset: read/list/execute on the visible host minus procfs and the
+ * hide list (absolute, symlink-free paths), write on the few devices and on ttys.
+ * Lists are NULL-terminated and may be NULL. Returns the ruleset fd or -errno;
+ * *what names the failing step. x may be NULL. */
+int cv_fs_ruleset_build(int abi, const char *const *ttys, const char *const *hide,
+                        struct cv_ll_expanded *x, const char **what);
 int cv_ll_expanded_fresh(const struct cv_ll_expanded *x);
 /* Domain B for the guest: signals and abstract sockets stay inside. */
 int cv_apply_scope_domain(int abi);

@@ -171,7 +171,7 @@ static int init_main(int argc, char **argv) {
             if (isatty(fd) && cv_readlink(link, tty[nt], sizeof tty[nt]) > 0 && tty[nt][0] == '/')
                 ttys[nt] = tty[nt], nt++;
         }
-        ruleset = cv_fs_ruleset_build(abi, ttys, NULL, &what);
+        ruleset = cv_fs_ruleset_build(abi, ttys, NULL, NULL, &what);
         if (ruleset < 0) setup_failed(CV_ERR_LANDLOCK, -ruleset, what);
     }
     if (cv_landlock_restrict(ruleset) < 0) setup_failed(CV_ERR_LANDLOCK, errno, what);

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -68,6 +69,25 @@ CV_API int cv_run_add_env(cv_run *r, const char *kv) {
     NOT_STARTED(r);
     if (!kv || !strchr(kv, '=')) return CV_ERR_INVALID;
     return push(&r->envp, &r->envc, &r->env_cap, kv);
+}
+
+CV_API int cv_run_add_hidden(cv_run *r, const char *path) {
+    NOT_STARTED(r);
+    if (!path || path[0] != '/') return CV_ERR_INVALID;
+    /* Landlock rules name inodes: hide where the path really is. A path that does not
+     * exist yet is kept under its real parent, so that it stays hidden if it appears. */
+    char real[PATH_MAX];
+    if (realpath(path, real)) return push(&r->hide, &r->nhide, &r->hide_cap, real);
+    char parent[PATH_MAX], canon_parent[PATH_MAX];
+    snprintf(parent, sizeof parent, "%s", path);
+    char *slash = strrchr(parent, '/');
+    if (!slash || !slash[1]) return 0;
+    *slash = 0;
+    if (!realpath(parent[0] ? parent : "/", canon_parent)) return 0; /* no parent: nothing to hide */
+    if ((size_t)snprintf(real, sizeof real, "%s/%s", strcmp(canon_parent, "/") ? canon_parent : "",
+                         slash + 1) >= sizeof real)
+        return CV_ERR_INVALID;
+    return push(&r->hide, &r->nhide, &r->hide_cap, real);
 }
 
 CV_API int cv_run_set_cwd(cv_run *r, const char *dir) {
@@ -289,8 +309,10 @@ static void run_destroy(struct cv_run *r) {
         if (*fds[i] >= 0) close(*fds[i]);
     for (size_t i = 0; i < r->argc; i++) free(r->argv[i]);
     for (size_t i = 0; i < r->envc; i++) free(r->envp[i]);
+    for (size_t i = 0; i < r->nhide; i++) free(r->hide[i]);
     free(r->argv);
     free(r->envp);
+    free(r->hide);
     free(r->cwd);
     free(r->hostname);
     free(r->helper);

@@ -19,6 +19,8 @@ struct cv_run {
     size_t argc, argv_cap;
     char **envp;
     size_t envc, env_cap;
+    char **hide;              /* absolute, symlink-free paths the guest must not read */
+    size_t nhide, hide_cap;
     char *cwd;
     char *hostname;
     int stdio[3];

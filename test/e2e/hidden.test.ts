@@ -1,0 +1,98 @@
+// Credentials and cvisor's own state are kept from guests: a guest cannot read ~/.ssh, ~/.aws,
+// ~/.netrc, ... or the state directory, by any path; --expose gives one back, --hide adds one.
+// (Listing and stat still show that they exist; hiding their names comes with the overlay.)
+import assert from "node:assert/strict";
+import { mkdirSync, writeFileSync } from "node:fs";
+import path from "node:path";
+import { Sandbox } from "../../src/index.js";
+import { gtest } from "../helpers/guard.js";
+import { cvisor, show, uniqueToken } from "../helpers/repo.js";
+
+interface FakeHome {
+  home: string;
+  state: string;
+  secrets: Record<string, string>;
+}
+
+/** A home of the test's own, with a secret in each credential file and in the state dir. */
+function fakeHome(scratch: string): FakeHome {
+  const home = path.join(scratch, "home");
+  const state = path.join(home, ".local", "share", "cvisor");
+  const files = [".ssh/id_ed25519", ".aws/credentials", ".netrc", ".config/gcloud/token", ".npmrc"];
+  const secrets: Record<string, string> = {};
+  for (const rel of files) {
+    const file = path.join(home, rel);
+    mkdirSync(path.dirname(file), { recursive: true });
+    secrets[rel] = uniqueToken("cvisor-hidden-secret");
+    writeFileSync(file, `${secrets[rel]}\n`);
+  }
+  mkdirSync(state, { recursive: true });
+  secrets.state = uniqueToken("cvisor-hidden-state");
+  writeFileSync(path.join(state, "meta.json"), `${secrets.state}\n`);
+  writeFileSync(path.join(home, "notes.txt"), "visible\n");
+  return { home, state, secrets };
+}
+
+const env = (h: FakeHome): Record<string, string> => ({ HOME: h.home });
+
+function assertNoSecret(text: string, h: FakeHome, what: string): void {
+  for (const [rel, secret] of Object.entries(h.secrets))
+    assert.ok(!text.includes(secret), `${what}: ${rel} was read:\n${text}`);
+}
+
+gtest("credentials in $HOME and the state directory cannot be read; the rest can", async (fx) => {
+  const h = fakeHome(fx.scratch);
+  const script = [
+    'cat "$HOME/.ssh/id_ed25519" "$HOME/.aws/credentials" "$HOME/.netrc" 2>&1',
+    'cat "$HOME/.config/gcloud/token" "$HOME/.npmrc" "$HOME/.local/share/cvisor/meta.json" 2>&1',
+    // Other spellings of the same files
+    'cat /proc/self/root"$HOME/.ssh/id_ed25519" 2>&1',
+    'cd "$HOME/.ssh" 2>&1 && cat ./id_ed25519 2>&1',
+    'cat "$HOME/.aws/../.aws/credentials" 2>&1',
+    'cat "$HOME/notes.txt"',
+  ].join("; ");
+  const r = await cvisor([], ["sh", "-c", script], { extraEnv: env(h) });
+  assertNoSecret(r.out + r.err, h, "cat");
+  assert.match(r.out, /Permission denied|No such file/, show(r));
+  assert.match(r.out, /^visible$/m, show(r));
+});
+
+gtest("--expose gives a hidden path back; --hide hides one more", async (fx) => {
+  const h = fakeHome(fx.scratch);
+  const exposed = await cvisor(
+    ["--expose", path.join(h.home, ".ssh")],
+    ["cat", path.join(h.home, ".ssh", "id_ed25519")],
+    { extraEnv: env(h) },
+  );
+  assert.equal(exposed.code, 0, show(exposed));
+  assert.equal(exposed.out.trim(), h.secrets[".ssh/id_ed25519"], show(exposed));
+
+  const hidden = await cvisor(["--hide", fx.p("sub")], ["cat", fx.p("sub", "nested.txt")], {
+    extraEnv: env(h),
+  });
+  assert.notEqual(hidden.code, 0, show(hidden));
+  assert.equal(hidden.out, "", show(hidden));
+  const beside = await cvisor(["--hide", fx.p("sub")], ["cat", fx.p("hello.txt")], {
+    extraEnv: env(h),
+  });
+  assert.equal(beside.code, 0, show(beside));
+});
+
+gtest("the library hides the same paths, with hide and expose options", async (fx) => {
+  const h = fakeHome(fx.scratch);
+  const saved = process.env.HOME;
+  process.env.HOME = h.home;
+  try {
+    const key = path.join(h.home, ".ssh", "id_ed25519");
+    const denied = await new Sandbox().run(["cat", key]);
+    assert.notEqual(denied.exitCode, 0);
+    assertNoSecret(denied.stdout + denied.stderr, h, "library");
+    const allowed = await new Sandbox({ expose: [path.join(h.home, ".ssh")] }).run(["cat", key]);
+    assert.equal(allowed.stdout.trim(), h.secrets[".ssh/id_ed25519"]);
+    const extra = await new Sandbox().run(["cat", fx.p("hello.txt")], { hide: [fx.root] });
+    assert.notEqual(extra.exitCode, 0);
+    assert.equal(extra.stdout, "");
+  } finally {
+    process.env.HOME = saved;
+  }
+});
