@@ -58,11 +58,16 @@ async function plan(args: string[]): Promise<Plan> {
 async function main(): Promise<void> {
   // The package (native/build/, koffi) is found from the script node runs: this file.
   if (process.argv[1]) setPackageAnchor(process.argv[1]);
+  let chosen: Plan | undefined;
   try {
-    process.exitCode = await execute(await plan(process.argv.slice(2)));
+    chosen = await plan(process.argv.slice(2));
+    process.exitCode = await execute(chosen);
   } catch (err) {
     process.exitCode = report(err);
   }
+  // A run wrote everything it had to say synchronously (fd 2): leave now rather than after
+  // another turn of the event loop, which costs a measurable part of `cvisor -- true`.
+  if (chosen?.kind === "run") process.exit();
 }
 
 void main();

@@ -38,9 +38,12 @@ export function runSpec(
 /** The default hidden paths minus the exposed ones, plus the extra hidden ones (absolute). */
 export function hiddenPaths(o: Readonly<SandboxOptions>, options: RunOptions): string[] {
   const abs = (list: readonly string[] | undefined): string[] =>
-    (list ?? []).map((p) => resolvePath(p));
+    list ? list.map((p) => resolvePath(p)) : [];
+  const defaults = defaultHiddenPaths(); // already absolute
+  const none = (l: readonly string[] | undefined): boolean => !l || l.length === 0;
+  if (none(o.expose) && none(options.expose) && none(o.hide) && none(options.hide)) return defaults;
   const expose = new Set([...abs(o.expose), ...abs(options.expose)]);
-  const hide = [...defaultHiddenPaths().filter((p) => !expose.has(p)), ...abs(o.hide)];
+  const hide = [...defaults.filter((p) => !expose.has(p)), ...abs(o.hide)];
   return [...new Set([...hide, ...abs(options.hide)])];
 }
 
