@@ -37,6 +37,7 @@ export const CREDENTIAL_PATHS: readonly string[] = [
  * and cvisor's own state directory (other sandboxes' files, caches).
  */
 export function defaultHiddenPaths(env: NodeJS.ProcessEnv = process.env): string[] {
-  const home = env.HOME && isAbsolute(env.HOME) ? env.HOME : homedir();
-  return [...CREDENTIAL_PATHS.map((rel) => join(home, rel)), cvisorHome(env)];
+  const home = (env.HOME && isAbsolute(env.HOME) ? env.HOME : homedir()).replace(/\/+$/, "");
+  // Plain concatenation: this runs at every `cvisor -- CMD`, and path.join costs start-up time.
+  return [...CREDENTIAL_PATHS.map((rel) => `${home}/${rel}`), cvisorHome(env)];
 }
