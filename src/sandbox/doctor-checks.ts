@@ -80,7 +80,7 @@ export function probeChecks(p: ProbeResult): Check[] {
     "killable receive",
     p.killableRecv,
     "warn",
-    "unavailable: a guest killed while notified may wait for its answer",
+    "unavailable: a signal during a notified call makes it restart",
     "use Linux ≥ 5.19 (SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV)",
   );
   feature(

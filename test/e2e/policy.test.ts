@@ -54,6 +54,17 @@ gtest(
   },
 );
 
+gtest("SysV IPC and POSIX message queues (host-wide objects): ENOSYS", async () => {
+  await expectProbes(
+    [
+      { op: ["shmget"], expect: "ENOSYS" },
+      { op: ["semget"], expect: "ENOSYS" },
+      { op: ["mq-open"], expect: "ENOSYS" },
+    ],
+    "host-wide IPC",
+  );
+});
+
 gtest("io_uring_setup and clone3: ENOSYS; plain fork and clone still work", async () => {
   await expectProbes(
     [

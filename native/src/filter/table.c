@@ -30,6 +30,7 @@ static const char URING[] = "io_uring submissions bypass seccomp; libc and libuv
 static const char KILLF[] = "signals another process: must stay inside the sandbox";
 static const char PRIO[] = "changes limits or scheduling of a process: self natively, others checked";
 static const char LL[] = "the guest may only restrict itself further";
+static const char IPC[] = "host-wide IPC objects; ENOSYS so programs fall back (MIT-SHM, ...)";
 
 #define A(n, why) {#n, __NR_##n, CV_ALLOW, CV_ARG_NONE, 0, why}
 #define D(n, e, why) {#n, __NR_##n, CV_DENY, CV_ARG_NONE, e, why}
@@ -106,12 +107,14 @@ const struct cv_syscall cv_syscalls[] = {
     A(sysinfo, ID), A(getrusage, ID), A(pidfd_open, ID), A(seccomp, LL),
     A(landlock_create_ruleset, LL), A(landlock_add_rule, LL),
     A(landlock_restrict_self, LL),
-    /* SysV and POSIX IPC are host-wide; see docs/ARCHITECTURE.md (known gaps) */
-    A(shmget, ID), A(shmat, ID), A(shmdt, ID), A(shmctl, ID), A(semget, ID),
-    A(semop, ID), A(semtimedop, ID), A(semctl, ID), A(msgget, ID), A(msgsnd, ID),
-    A(msgrcv, ID), A(msgctl, ID), A(mq_open, ID), A(mq_unlink, ID),
-    A(mq_timedsend, ID), A(mq_timedreceive, ID), A(mq_notify, ID),
-    A(mq_getsetattr, ID),
+    /* SysV IPC and POSIX message queues are host-wide (no IPC namespace without user
+     * namespaces): a guest could attach, change or remove the host's objects. */
+    D(shmget, ENOSYS, IPC), D(shmat, ENOSYS, IPC), D(shmdt, ENOSYS, IPC), D(shmctl, ENOSYS, IPC),
+    D(semget, ENOSYS, IPC), D(semop, ENOSYS, IPC), D(semtimedop, ENOSYS, IPC),
+    D(semctl, ENOSYS, IPC), D(msgget, ENOSYS, IPC), D(msgsnd, ENOSYS, IPC),
+    D(msgrcv, ENOSYS, IPC), D(msgctl, ENOSYS, IPC), D(mq_open, ENOSYS, IPC),
+    D(mq_unlink, ENOSYS, IPC), D(mq_timedsend, ENOSYS, IPC), D(mq_timedreceive, ENOSYS, IPC),
+    D(mq_notify, ENOSYS, IPC), D(mq_getsetattr, ENOSYS, IPC),
     R(clone, CV_ARG_CLONE, 0, "new threads and processes; CLONE_NEW* flags denied"),
     R(prctl, CV_ARG_PRCTL, 0, "own process attributes; becoming non-dumpable would blind the supervisor"),
     R(personality, CV_ARG_PERSONALITY, 0, "only the personas Docker allows"),
