@@ -17,6 +17,10 @@ export const DEFAULT_ENV_KEYS: readonly string[] = [
   "TMPDIR",
 ];
 
+/** CVISOR_SANDBOX in every guest: the sandbox's name, like its nodename (ephemeral runs: "cvisor"). */
+export const SANDBOX_ENV = "CVISOR_SANDBOX";
+export const DEFAULT_SANDBOX_NAME = "cvisor";
+
 /** PATH when the host has none. */
 export const FALLBACK_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
@@ -34,6 +38,8 @@ export function buildEnv(
     }
   }
   env.PATH ??= FALLBACK_PATH;
+  // A guest can tell it runs sandboxed (and which sandbox) without probing.
+  env[SANDBOX_ENV] = DEFAULT_SANDBOX_NAME;
   for (const layer of layers) {
     for (const [key, value] of Object.entries(layer ?? {})) {
       if (value === undefined) delete env[key];

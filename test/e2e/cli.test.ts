@@ -271,3 +271,12 @@ gtest("a plain run loads no ESM module and neither node:net nor node:tty", async
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+gtest("the guest knows it is sandboxed: CVISOR_SANDBOX and the nodename", async () => {
+  const r = await cvisor(
+    [],
+    ["sh", "-c", 'echo "$CVISOR_SANDBOX"; uname -n; hostname; cat /proc/sys/kernel/hostname'],
+  );
+  assert.equal(r.code, 0, show(r));
+  assert.equal(r.out, "cvisor\ncvisor\ncvisor\ncvisor\n", show(r));
+});

@@ -22,7 +22,12 @@ test("only the harmless host variables pass by default", () => {
     LANG: "C.UTF-8",
     LC_ALL: "C",
     LC_TIME: "en_GB.UTF-8",
+    CVISOR_SANDBOX: "cvisor",
   });
+});
+
+test("the guest is told it runs in a sandbox, whatever the host says", () => {
+  assert.equal(buildEnv({ ...host, CVISOR_SANDBOX: "host-value" }).CVISOR_SANDBOX, "cvisor");
 });
 
 test("PATH falls back when the host has none", () => {

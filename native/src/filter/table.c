@@ -103,7 +103,7 @@ const struct cv_syscall cv_syscalls[] = {
     A(setresgid, ID), A(setfsuid, ID), A(setfsgid, ID), A(setgroups, ID), A(capget, ID),
     A(capset, ID), A(umask, ID), A(wait4, ID), A(waitid, ID), A(exit, ID),
     A(exit_group, ID), A(fork, ID), A(vfork, ID), A(getrlimit, ID), A(setrlimit, ID),
-    A(getpriority, ID), A(ioprio_get, ID), A(getrandom, ID), A(uname, ID),
+    A(getpriority, ID), A(ioprio_get, ID), A(getrandom, ID), N(uname, "the nodename is the sandbox's name"),
     A(sysinfo, ID), A(getrusage, ID), A(pidfd_open, ID), A(seccomp, LL),
     A(landlock_create_ruleset, LL), A(landlock_add_rule, LL),
     A(landlock_restrict_self, LL),

@@ -30,3 +30,10 @@ int cv_guest_read(pid_t tid, uint64_t addr, void *buf, size_t len) {
     ssize_t n = process_vm_readv(tid, &local, 1, &remote, 1, 0);
     return n == (ssize_t)len ? 0 : -EFAULT;
 }
+
+int cv_guest_write(pid_t tid, uint64_t addr, const void *buf, size_t len) {
+    struct iovec local = {(void *)buf, len};
+    struct iovec remote = {(void *)(uintptr_t)addr, len};
+    ssize_t n = process_vm_writev(tid, &local, 1, &remote, 1, 0);
+    return n == (ssize_t)len ? 0 : -EFAULT;
+}

@@ -11,5 +11,7 @@
 ssize_t cv_guest_read_str(pid_t tid, uint64_t addr, char *buf, size_t len);
 /* Exactly len bytes at addr. Returns 0 or -EFAULT. */
 int cv_guest_read(pid_t tid, uint64_t addr, void *buf, size_t len);
+/* Write exactly len bytes at addr (a result buffer the guest passed). Returns 0 or -EFAULT. */
+int cv_guest_write(pid_t tid, uint64_t addr, const void *buf, size_t len);
 
 #endif

@@ -51,6 +51,10 @@ struct cv_reply cv_h_mutate(struct cv_notif *n);
 struct cv_reply cv_h_meta(struct cv_notif *n);
 struct cv_reply cv_h_sock(struct cv_notif *n);
 struct cv_reply cv_h_signal(struct cv_notif *n);
+struct cv_reply cv_h_identity(struct cv_notif *n);
+
+/* The guest's hostname: the sandbox's name, or "cvisor". */
+const char *cv_run_hostname(const struct cv_run *r);
 
 /* A device the guest may write: null, zero, full, tty, ptmx, or its own terminal. */
 int cv_writable_device(const struct cv_run *r, dev_t rdev);

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -45,7 +46,25 @@ static int reopen_writable(struct cv_notif *n, const struct cv_resolved *res) {
     return (flags & O_ACCMODE) != O_RDONLY;
 }
 
+/* /proc/sys/kernel/hostname agrees with uname: a memfd holding the sandbox's name. */
+static struct cv_reply open_hostname(struct cv_notif *n, int flags) {
+    int fd = memfd_create("hostname", MFD_CLOEXEC);
+    if (fd < 0) return cv_err(errno);
+    const char *name = cv_run_hostname(n->run);
+    if (cv_write_full(fd, name, strlen(name)) < 0 || cv_write_full(fd, "\n", 1) < 0 || lseek(fd, 0, SEEK_SET) < 0) {
+        close(fd);
+        return cv_err(EIO);
+    }
+    if (!cv_notif_valid(n)) {
+        close(fd);
+        return cv_err(ESRCH);
+    }
+    return cv_notif_inject(n, fd, flags & O_CLOEXEC);
+}
+
 static struct cv_reply open_proc(struct cv_notif *n, const struct cv_resolved *res, int flags, mode_t mode) {
+    if (!res->proc_pid && !strcmp(res->path, "/proc/sys/kernel/hostname") && !writes(flags))
+        return open_hostname(n, flags);
     if (res->proc_pid && res->proc_pid != cv_notif_tgid(n) && !cv_tree_is_member(n->run, res->proc_pid) &&
         res->proc_pid != n->run->init_pid)
         return cv_err(ENOENT); /* other processes do not exist for the guest */

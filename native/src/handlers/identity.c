@@ -1,0 +1,19 @@
+/* uname: the guest sees the sandbox's name as its nodename (and nothing else changes).
+ * The answer is written into the guest's buffer by the supervisor. */
+#include <errno.h>
+#include <string.h>
+#include <sys/utsname.h>
+
+#include "guest/mem.h"
+#include "handlers.h"
+
+const char *cv_run_hostname(const struct cv_run *r) { return r->hostname ? r->hostname : "cvisor"; }
+
+struct cv_reply cv_h_identity(struct cv_notif *n) {
+    struct utsname u;
+    if (uname(&u) < 0) return cv_err(errno);
+    memset(u.nodename, 0, sizeof u.nodename);
+    strncpy(u.nodename, cv_run_hostname(n->run), sizeof u.nodename - 1);
+    if (cv_guest_write(n->tid, n->req->data.args[0], &u, sizeof u) < 0) return cv_err(EFAULT);
+    return cv_val(0);
+}
