@@ -14,15 +14,22 @@ export class CliError extends Error {
 
 /**
  * Writes cvisor's own lines to fd 2 without creating process.stderr, whose stream loads
- * node:tty or node:net (start-up time the run path does without). Falls back to the stream
- * if the fd refuses (EAGAIN: the guest left the shared file non-blocking).
+ * node:tty or node:net (start-up time the run path does without). The write is synchronous
+ * because the CLI exits right after a run; if the guest left the shared file non-blocking and
+ * it is full (EAGAIN), it waits a little and retries rather than lose the line.
  */
 export function writeStderr(text: string): void {
   const bytes = Buffer.from(text);
   let done = 0;
-  try {
-    while (done < bytes.length) done += writeSync(2, bytes, done);
-  } catch {
-    process.stderr.write(bytes.subarray(done));
+  for (let tries = 0; done < bytes.length && tries < 200;) {
+    try {
+      done += writeSync(2, bytes, done);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== "EAGAIN") return; // stderr is gone: nothing to do
+      tries++;
+      Atomics.wait(PAUSE, 0, 0, 5);
+    }
   }
 }
+
+const PAUSE = new Int32Array(new SharedArrayBuffer(4));
