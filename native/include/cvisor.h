@@ -93,7 +93,7 @@ CV_API int cv_run_set_stdio(cv_run *r, int in_fd, int out_fd, int err_fd);
 CV_API int cv_run_set_network(cv_run *r, int network /* enum cv_network */);
 CV_API int cv_run_set_allow_listen(cv_run *r, int allow);
 CV_API int cv_run_set_timeout_ms(cv_run *r, uint32_t ms);       /* 0: none */
-CV_API int cv_run_set_hostname(cv_run *r, const char *name);    /* reserved for the overlay; copied */
+CV_API int cv_run_set_hostname(cv_run *r, const char *name);    /* the guest's nodename (default "cvisor"); copied */
 
 /* Start the run. *done_fd receives a non-blocking, close-on-exec pipe read end that
  * reaches EOF when the run is over (also on a failed start). The caller owns it and
