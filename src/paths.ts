@@ -1,6 +1,6 @@
 // Where cvisor keeps its files. The only module allowed to read the home and temp
 // directories (an eslint rule enforces it), so tests can redirect everything with env vars.
-import { homedir, tmpdir } from "node:os";
+import { homedir } from "node:os";
 import { isAbsolute, join } from "node:path";
 
 /** The state directory: $CVISOR_HOME, else ${XDG_DATA_HOME:-~/.local/share}/cvisor. */
@@ -10,14 +10,6 @@ export function cvisorHome(env: NodeJS.ProcessEnv = process.env): string {
   // The XDG spec says a relative path is invalid and must be ignored.
   const dataHome = xdg && isAbsolute(xdg) ? xdg : join(homedir(), ".local", "share");
   return join(dataHome, "cvisor");
-}
-
-/** Ephemeral per-user files (removed when a run ends): $XDG_RUNTIME_DIR/cvisor, else the temp dir. */
-export function runtimeDir(env: NodeJS.ProcessEnv = process.env): string {
-  const xdg = env.XDG_RUNTIME_DIR;
-  if (xdg && isAbsolute(xdg)) return join(xdg, "cvisor");
-  const uid = typeof process.getuid === "function" ? process.getuid() : 0;
-  return join(tmpdir(), `cvisor-${uid}`);
 }
 
 /** Credentials a guest must not read by default, under the user's home. */

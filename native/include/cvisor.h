@@ -14,8 +14,10 @@
  *
  * Every function returning int returns 0 or a negative cv_error / -errno.
  * Strings passed in are copied; the caller keeps ownership.
- * No function blocks for longer than it takes to queue work: the spawn, the
- * supervision and the teardown happen on threads owned by the library.
+ * Supervision and teardown happen on threads owned by the library. What blocks:
+ * cv_run_start spawns the helper before returning when called from the process's
+ * main thread (about half a millisecond); cv_run_wait_forwarding waits for the run;
+ * cv_probe runs the helper's probe to its end.
  */
 #ifndef CVISOR_H
 #define CVISOR_H
@@ -102,16 +104,13 @@ CV_API int cv_run_start(cv_run *r, int *done_fd);
 /* Ask for the whole tree to be killed (setsid daemons and double forks included).
  * Asynchronous and idempotent. */
 CV_API int cv_run_kill(cv_run *r);
-/* Block the calling thread until the run is over (for callers with a thread to
- * spare, e.g. a libuv threadpool job; the done fd is for event loops). */
-CV_API int cv_run_wait(cv_run *r);
 /* For a command-line front end whose one job is this run: block the calling thread
  * until the run is over while SIGTERM and SIGHUP (and SIGINT and SIGQUIT unless
  * interactive: on a terminal the guest gets those itself) kill the run's tree.
  * The process's previous handlers for these four signals are restored on return.
  * Returns the last signal that killed the run, 0 if none, or a negative error. */
 CV_API int cv_run_wait_forwarding(cv_run *r, int interactive);
-/* After done_fd reached EOF (or cv_run_wait returned): the result. CV_ERR_STATE before that. */
+/* After done_fd reached EOF (or cv_run_wait_forwarding returned): the result. CV_ERR_STATE before that. */
 CV_API int cv_run_get_result(cv_run *r, cv_run_result *out);
 /* JSON object {"openat": 12, ...}: notifications per syscall name. Returns the length
  * that the whole text needs (excluding NUL); writes at most len-1 bytes plus NUL. */

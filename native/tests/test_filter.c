@@ -19,6 +19,7 @@
 #include "cbpf.h"
 #include "filter/rules.h"
 #include "filter/table.h"
+#include "check.h"
 
 #define ALLOW SECCOMP_RET_ALLOW
 #define NOTIF SECCOMP_RET_USER_NOTIF
@@ -27,9 +28,7 @@
 
 #define NR_SPAN 1024        /* syscall numbers checked exhaustively */
 #define RANDOM_VECTORS 24   /* random argument vectors per number (plus all-zero) */
-#define MAX_REPORTS 60      /* failure lines printed before going quiet */
 
-static unsigned long passed, failed;
 
 /* ---------- reporting ---------- */
 
@@ -51,32 +50,6 @@ static const char *ret_str(uint32_t r, char *buf, size_t len) {
          (r & SECCOMP_RET_ACTION_FULL) == SECCOMP_RET_USER_NOTIF))
         snprintf(buf + strlen(buf), len - strlen(buf), "+data");
     return buf;
-}
-
-static void failf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void failf(const char *fmt, ...) {
-    failed++;
-    if (failed > MAX_REPORTS) {
-        if (failed == MAX_REPORTS + 1) printf("FAIL ... (further failures not printed)\n");
-        return;
-    }
-    va_list ap;
-    va_start(ap, fmt);
-    fputs("FAIL ", stdout);
-    vprintf(fmt, ap);
-    fputc('\n', stdout);
-    va_end(ap);
-}
-
-static void check(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void check(int ok, const char *fmt, ...) {
-    if (ok) { passed++; return; }
-    char msg[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    failf("%s", msg);
 }
 
 static const char *nr_name(int nr, char *buf, size_t len) {

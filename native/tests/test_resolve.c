@@ -70,8 +70,16 @@ static const char *show(const char *p) {
 
 static int do_resolve(pid_t tid, pid_t tgid, int dirfd, const char *path, int flags, struct cv_resolved *o) {
     struct cv_notif n = {.run = NULL, .req = NULL, .listener = -1, .tid = tid, .tgid = tgid};
+    /* Without CV_RES_STAT (the read-only open's hot path) st may stay unfilled, but the
+     * answer and `exists` must be the same as with it. */
+    struct cv_resolved lean;
+    int r_lean = cv_resolve(&n, dirfd, path, flags & ~CV_RES_STAT, &lean);
     memset(o, 0x5a, sizeof *o); /* the resolver must fill everything */
-    return cv_resolve(&n, dirfd, path, flags, o);
+    int r = cv_resolve(&n, dirfd, path, flags | CV_RES_STAT, o);
+    check(r == r_lean && (r < 0 || (lean.exists == o->exists && lean.in_proc == o->in_proc)),
+          "%s: without CV_RES_STAT: rc %d exists %d in_proc %d; with it: rc %d exists %d in_proc %d", path,
+          r_lean, lean.exists, lean.in_proc, r, o->exists, o->in_proc);
+    return r;
 }
 
 /* The kernel's answer for us: 0 and st, or -errno. */

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { cvisorHome, runtimeDir } from "../../src/paths.js";
+import { cvisorHome, defaultHiddenPaths } from "../../src/paths.js";
 
 test("CVISOR_HOME wins", () => {
   assert.equal(cvisorHome({ CVISOR_HOME: "/state", XDG_DATA_HOME: "/xdg" }), "/state");
@@ -12,7 +12,17 @@ test("XDG_DATA_HOME when absolute, else ~/.local/share", () => {
   assert.match(cvisorHome({}), /^\/.*\/\.local\/share\/cvisor$/);
 });
 
-test("runtimeDir: XDG_RUNTIME_DIR when absolute, else the temp dir", () => {
-  assert.equal(runtimeDir({ XDG_RUNTIME_DIR: "/run/user/1000" }), "/run/user/1000/cvisor");
-  assert.match(runtimeDir({ XDG_RUNTIME_DIR: "rel" }), /\/cvisor-\d+$/);
+test("defaultHiddenPaths: the credentials under $HOME and the state directory", () => {
+  const hidden = defaultHiddenPaths({ HOME: "/h/", CVISOR_HOME: "/state" });
+  assert.deepEqual(hidden, [
+    "/h/.ssh",
+    "/h/.aws",
+    "/h/.config/gcloud",
+    "/h/.docker",
+    "/h/.kube",
+    "/h/.netrc",
+    "/h/.npmrc",
+    "/h/.git-credentials",
+    "/state",
+  ]);
 });

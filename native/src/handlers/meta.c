@@ -88,7 +88,7 @@ struct cv_reply cv_h_meta(struct cv_notif *n) {
     if (r < 0) return cv_err(-r);
     if (!path[0] && (at_flags & AT_EMPTY_PATH)) return on_fd(n, dirfd);
     struct cv_resolved res;
-    r = cv_resolve(n, dirfd, path, follow ? CV_RES_FOLLOW : 0, &res);
+    r = cv_resolve(n, dirfd, path, (follow ? CV_RES_FOLLOW : 0) | CV_RES_STAT, &res);
     if (r < 0) return cv_err(-r);
     if (!res.exists) return cv_err(ENOENT);
     if (res.in_proc && res.proc_pid && res.proc_pid != cv_notif_tgid(n) &&

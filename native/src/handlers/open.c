@@ -24,7 +24,6 @@
 #endif
 
 static int writes(int flags) {
-    if (flags & O_PATH) return 0; /* the kernel ignores every other flag but these three */
     return (flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC) ||
            (flags & O_TMPFILE) == O_TMPFILE;
 }
@@ -111,7 +110,7 @@ struct cv_reply cv_h_open(struct cv_notif *n) {
     if (r < 0) return cv_err(-r);
     int w = writes(flags);
     int rflags = ((flags & O_NOFOLLOW) || ((flags & O_CREAT) && (flags & O_EXCL)) ? 0 : CV_RES_FOLLOW) |
-                 (w || (flags & O_CREAT) ? CV_RES_PARENT : 0);
+                 (w || (flags & O_CREAT) ? CV_RES_PARENT | CV_RES_STAT : 0);
     struct cv_resolved res;
     r = cv_resolve(n, dirfd, path, rflags, &res);
     if (r < 0) return cv_err(-r);

@@ -160,20 +160,8 @@ static int init_main(int argc, char **argv) {
         if (got < 0) setup_failed(CV_ERR_LANDLOCK, EPROTO, "no Landlock ruleset from the supervisor");
         ruleset = got;
     }
-    if (ruleset < 0) {
-        /* No ruleset from the supervisor: build it here, with our own terminals. */
-        char tty[3][256];
-        const char *ttys[4] = {0};
-        size_t nt = 0;
-        for (int fd = 0; fd <= 2; fd++) {
-            char link[64];
-            snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
-            if (isatty(fd) && cv_readlink(link, tty[nt], sizeof tty[nt]) > 0 && tty[nt][0] == '/')
-                ttys[nt] = tty[nt], nt++;
-        }
-        ruleset = cv_fs_ruleset_build(abi, ttys, NULL, NULL, &what);
-        if (ruleset < 0) setup_failed(CV_ERR_LANDLOCK, -ruleset, what);
-    }
+    /* Fail closed: a ruleset built here would not know the run's hidden paths. */
+    if (ruleset < 0) setup_failed(CV_ERR_LANDLOCK, EINVAL, "no Landlock ruleset from the supervisor");
     if (cv_landlock_restrict(ruleset) < 0) setup_failed(CV_ERR_LANDLOCK, errno, what);
     close(ruleset);
     int listener = install_filter(deny_network, abi >= 6);

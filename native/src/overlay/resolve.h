@@ -12,7 +12,7 @@
 
 struct cv_resolved {
     int exists;          /* the final object exists (else its parent does) */
-    struct stat st;      /* the final object (lstat when not following) */
+    struct stat st;      /* the final object (lstat when not following); see CV_RES_STAT */
     int in_proc;         /* the final object lies in a procfs */
     pid_t proc_pid;      /* /proc/<pid>/...: pid, else 0 */
     int magic;           /* final is a /proc/<pid>/... magic link to open as is */
@@ -23,6 +23,7 @@ struct cv_resolved {
 
 #define CV_RES_FOLLOW 1 /* follow a final symlink */
 #define CV_RES_PARENT 2 /* when the final is missing, make sure its parent exists */
+#define CV_RES_STAT 4   /* fill st even when the fast path found the object (an fstat more) */
 
 /* 0, or -errno for a failure before the final component (ENOENT, ENOTDIR,
  * ELOOP, EBADF, ENAMETOOLONG, EACCES). Without CV_RES_PARENT a missing final

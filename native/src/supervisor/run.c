@@ -50,8 +50,6 @@ CV_API cv_run *cv_run_new(const char *helper_path) {
     r->ctl_efd = r->done_w = r->init_pidfd = r->status_r = r->go_w = r->listener = -1;
     r->fin_efd = -1;
     atomic_init(&r->refs, 1);
-    pthread_mutex_init(&r->wait_mu, NULL);
-    pthread_cond_init(&r->wait_cv, NULL);
     r->network = CV_NET_ALLOW;
     return r;
 }
@@ -170,7 +168,6 @@ CV_API int cv_run_start(cv_run *r, int *done_fd) {
         return -e;
     }
     r->done_w = p[1];
-    r->caller_pid = getpid();
     clock_gettime(CLOCK_MONOTONIC, &r->t0);
     atomic_store(&r->started, 1);
     atomic_fetch_add(&r->refs, 1); /* the receiver's */
@@ -212,20 +209,8 @@ CV_API int cv_run_kill(cv_run *r) {
     return 0;
 }
 
-CV_API int cv_run_wait(cv_run *r) {
-    if (!r) return CV_ERR_INVALID;
-    if (!atomic_load(&r->started)) return CV_ERR_STATE;
-    pthread_mutex_lock(&r->wait_mu);
-    while (!atomic_load(&r->finished)) pthread_cond_wait(&r->wait_cv, &r->wait_mu);
-    pthread_mutex_unlock(&r->wait_mu);
-    return 0;
-}
-
 void cv_run_mark_finished(struct cv_run *r) {
-    pthread_mutex_lock(&r->wait_mu);
     atomic_store(&r->finished, 1);
-    pthread_cond_broadcast(&r->wait_cv);
-    pthread_mutex_unlock(&r->wait_mu);
     uint64_t one = 1;
     if (r->fin_efd >= 0 && write(r->fin_efd, &one, sizeof one) < 0) { /* counter full: still readable */ }
 }
@@ -316,8 +301,6 @@ static void run_destroy(struct cv_run *r) {
     free(r->cwd);
     free(r->hostname);
     free(r->helper);
-    pthread_mutex_destroy(&r->wait_mu);
-    pthread_cond_destroy(&r->wait_cv);
     free(r);
 }
 

@@ -34,13 +34,10 @@ struct cv_run {
     atomic_int started;
     atomic_int kill_requested;
     atomic_int finished;
-    pthread_mutex_t wait_mu;  /* cv_run_wait sleeps on wait_cv until finished */
-    pthread_cond_t wait_cv;
     int fin_efd;              /* becomes readable when the run is over */
     int ctl_efd;              /* wakes the receiver: kill requested */
     int done_w;               /* closed when the run is over: the caller sees EOF */
     pid_t init_pid;
-    pid_t caller_pid;
     int init_pidfd;
     int status_r, go_w;
     int listener;

@@ -66,14 +66,13 @@ static size_t descendants(const struct cv_run *r, struct pinfo **out) {
     closedir(d);
     /* Mark descendants: repeat until no change (trees are shallow). */
     char *in = calloc(n ? n : 1, 1);
-    size_t found = 0;
     for (int changed = 1; changed && in;) {
         changed = 0;
         for (size_t i = 0; i < n; i++) {
             if (in[i]) continue;
             int parent_in = all[i].ppid == r->init_pid;
             for (size_t j = 0; j < n && !parent_in; j++) parent_in = in[j] && all[j].pid == all[i].ppid;
-            if (parent_in) { in[i] = 1; changed = 1; found++; }
+            if (parent_in) { in[i] = 1; changed = 1; }
         }
     }
     size_t k = 0;
