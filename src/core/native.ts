@@ -27,6 +27,10 @@ export interface RunSpec {
   timeoutMs: number;
   /** Absolute paths the guest must not read. */
   hide: readonly string[];
+  /** The guest's nodename (default "cvisor"). */
+  hostname?: string | undefined;
+  /** The copy-on-write layer: without it the guest's filesystem is read-only. */
+  upper?: { upper: string; work: string } | undefined;
 }
 
 /** cv_run_result, decoded. */
@@ -78,6 +82,8 @@ interface Binding {
   setNetwork: Fn<[Ptr, number], number>;
   setAllowListen: Fn<[Ptr, number], number>;
   setTimeoutMs: Fn<[Ptr, number], number>;
+  setHostname: Fn<[Ptr, string], number>;
+  setUpper: Fn<[Ptr, string, string], number>;
   start: Fn<[Ptr, number[]], number>;
   kill: Fn<[Ptr], number>;
   getResult: Fn<[Ptr, Record<string, unknown>], number>;
@@ -286,6 +292,8 @@ const PROTOTYPES: Record<keyof Binding, string> = {
   setNetwork: "int cv_run_set_network(cv_run *r, int n)",
   setAllowListen: "int cv_run_set_allow_listen(cv_run *r, int a)",
   setTimeoutMs: "int cv_run_set_timeout_ms(cv_run *r, uint32_t ms)",
+  setHostname: "int cv_run_set_hostname(cv_run *r, const char *name)",
+  setUpper: "int cv_run_set_upper(cv_run *r, const char *upper, const char *work)",
   start: "int cv_run_start(cv_run *r, _Out_ int *done_fd)",
   kill: "int cv_run_kill(cv_run *r)",
   getResult: "int cv_run_get_result(cv_run *r, _Out_ cv_run_result *out)",
@@ -423,6 +431,10 @@ export function createRun(spec: RunSpec): NativeRun {
     check(b.setAllowListen(ptr, spec.allowListen ? 1 : 0), "listen policy");
     check(b.setTimeoutMs(ptr, spec.timeoutMs), "timeout");
     for (const path of spec.hide) check(b.addHidden(ptr, path), `hidden path ${path}`);
+    if (spec.hostname !== undefined) check(b.setHostname(ptr, spec.hostname), "hostname");
+    if (spec.upper !== undefined) {
+      check(b.setUpper(ptr, spec.upper.upper, spec.upper.work), `sandbox layer ${spec.upper.upper}`);
+    }
   } catch (err) {
     free(run);
     throw err;

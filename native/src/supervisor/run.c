@@ -49,6 +49,7 @@ CV_API cv_run *cv_run_new(const char *helper_path) {
     r->stdio[0] = r->stdio[1] = r->stdio[2] = -1;
     r->ctl_efd = r->done_w = r->init_pidfd = r->status_r = r->go_w = r->listener = -1;
     r->fin_efd = -1;
+    r->upper_fd = r->work_fd = -1;
     atomic_init(&r->refs, 1);
     r->network = CV_NET_ALLOW;
     return r;
@@ -126,6 +127,26 @@ CV_API int cv_run_set_hostname(cv_run *r, const char *name) {
     NOT_STARTED(r);
     free(r->hostname);
     r->hostname = xstrdup(name);
+    return 0;
+}
+
+CV_API int cv_run_set_upper(cv_run *r, const char *upper_dir, const char *work_dir) {
+    NOT_STARTED(r);
+    if (!upper_dir || !work_dir || r->upper) return CV_ERR_INVALID;
+    char real[PATH_MAX];
+    if (!realpath(upper_dir, real)) return CV_ERR_INVALID;
+    int u = open(real, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    int w = open(work_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    struct stat us, ws;
+    /* One filesystem: copy-ups are renamed from work into upper. */
+    if (u < 0 || w < 0 || fstat(u, &us) < 0 || fstat(w, &ws) < 0 || us.st_dev != ws.st_dev || !strcmp(real, "/")) {
+        if (u >= 0) close(u);
+        if (w >= 0) close(w);
+        return CV_ERR_INVALID;
+    }
+    r->upper = xstrdup(real);
+    r->upper_fd = u;
+    r->work_fd = w;
     return 0;
 }
 
@@ -289,7 +310,7 @@ CV_API int cv_run_stats_json(cv_run *r, char *buf, size_t len) {
 static void run_destroy(struct cv_run *r) {
     for (int i = 0; i < 3; i++) /* still ours only if the receiver never ran */
         if (atomic_load(&r->started) && r->stdio[i] >= 0) close(r->stdio[i]);
-    int *fds[] = {&r->ctl_efd, &r->fin_efd, &r->done_w, &r->init_pidfd, &r->status_r, &r->go_w, &r->listener};
+    int *fds[] = {&r->upper_fd, &r->work_fd, &r->ctl_efd, &r->fin_efd, &r->done_w, &r->init_pidfd, &r->status_r, &r->go_w, &r->listener};
     for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++)
         if (*fds[i] >= 0) close(*fds[i]);
     for (size_t i = 0; i < r->argc; i++) free(r->argv[i]);
@@ -300,6 +321,7 @@ static void run_destroy(struct cv_run *r) {
     free(r->hide);
     free(r->cwd);
     free(r->hostname);
+    free(r->upper);
     free(r->helper);
     free(r);
 }

@@ -23,6 +23,8 @@ struct cv_run {
     size_t nhide, hide_cap;
     char *cwd;
     char *hostname;
+    char *upper;              /* realpath of the upper layer, or NULL: read-only */
+    int upper_fd, work_fd;    /* O_DIRECTORY fds of upper and work (-1 without) */
     int stdio[3];
     dev_t stdio_rdev[3]; /* terminal devices among the stdio fds (0: none) */
     int network;
