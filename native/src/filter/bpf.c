@@ -147,10 +147,9 @@ static void emit_rule(struct asm_ *a, struct blocks *b, const struct cv_filter_o
         jmp(a, b->notify);
         return;
     }
-    case CV_ARG_OPEN_DIR:
+    case CV_ARG_FD_STAT:
         ld(a, OFF_ARG_LO(s->errno_));
-        jif(a, BPF_JSET, CV_O_WRITE_ANY, b->notify);
-        jif(a, BPF_JSET, CV_O_DIRECTORY, b->allow);
+        jif(a, BPF_JSET, CV_AT_EMPTY_PATH, b->allow);
         jmp(a, b->notify);
         return;
     default:

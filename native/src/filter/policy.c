@@ -42,11 +42,8 @@ static uint32_t eval_rule(const struct cv_filter_opts *o, const struct cv_syscal
     case CV_ARG_PRIO_SELF:
         return (lo32(a[0]) == s->errno_ && lo32(a[1]) == 0) ? SECCOMP_RET_ALLOW
                                                             : SECCOMP_RET_USER_NOTIF;
-    case CV_ARG_OPEN_DIR: {
-        uint32_t f = lo32(a[s->errno_]);
-        return (!(f & CV_O_WRITE_ANY) && (f & CV_O_DIRECTORY)) ? SECCOMP_RET_ALLOW
-                                                                : SECCOMP_RET_USER_NOTIF;
-    }
+    case CV_ARG_FD_STAT:
+        return (lo32(a[s->errno_]) & CV_AT_EMPTY_PATH) ? SECCOMP_RET_ALLOW : SECCOMP_RET_USER_NOTIF;
     case CV_ARG_SIGNAL:
         return o->signals_scoped ? SECCOMP_RET_ALLOW : SECCOMP_RET_USER_NOTIF;
     default:

@@ -18,11 +18,8 @@
 
 #define CV_PR_SET_DUMPABLE 4u
 
-/* open flags: a directory opened read-only can only be listed (Landlock grants
- * READ_DIR; file contents under it are opened through the supervisor). */
-#define CV_O_DIRECTORY 0200000u
-#define CV_O_WRITE_ANY (3u /* O_ACCMODE */ | 0100u /* O_CREAT */ | 01000u /* O_TRUNC */ | \
-                        020000000u /* __O_TMPFILE */)
+/* newfstatat/statx flag: stat the fd itself (fstat) when the path is empty. */
+#define CV_AT_EMPTY_PATH 0x1000u
 
 /* ioctl requests denied in BPF: terminal input injection and chattr of held files. */
 static const uint32_t cv_denied_ioctls[] = {

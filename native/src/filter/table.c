@@ -15,12 +15,12 @@ static const char SIG[] = "signal state of the caller itself";
 static const char FDIO[] = "works on an fd the guest already holds: host files are only ever open read-only";
 static const char SOCK[] = "socket data path, no address names a file";
 static const char ID[] = "identity and life cycle of the caller; NO_NEW_PRIVS blocks gains";
-static const char RO[] = "read-only look-up of host metadata; the filesystem view is the host's";
+static const char VIEW[] = "looks a path up in the merged view: answered from the layers (fstat of an fd: native)";
+static const char DIRS[] = "lists a directory: merged listings come from the layers, host-only ones run natively";
+static const char CWD[] = "the working directory may be one the kernel cannot reach (upper-only): tracked";
 static const char PATHW[] = "changes the filesystem: emulated by the supervisor, never continued";
 static const char FDMETA[] = "metadata change through an fd: Landlock does not cover it, so emulated";
-static const char OPEN_DIR[] = "opens a file: read-only directory opens run natively (listing only: "
-                               "Landlock grants READ_DIR; files inside go through the supervisor)";
-static const char OPEN[] = "opens a file: write opens are decided by the supervisor, /proc is filtered";
+static const char OPEN[] = "opens a file: resolved over the layers; host files read-only may run natively";
 static const char EXEC[] = "exec: counted and continued; Landlock grants execute only on visible files";
 static const char PRIV[] = "privileged or host-wide administration";
 static const char NS[] = "namespaces and mount topology";
@@ -76,16 +76,17 @@ const struct cv_syscall cv_syscalls[] = {
     A(epoll_create1, FDIO), A(epoll_ctl, FDIO), A(epoll_wait, FDIO), A(epoll_pwait, FDIO),
     A(epoll_pwait2, FDIO), A(poll, FDIO), A(ppoll, FDIO), A(select, FDIO),
     A(pselect6, FDIO), A(memfd_create, FDIO), A(fstat, FDIO), A(fstatfs, FDIO),
-    A(fgetxattr, FDIO), A(flistxattr, FDIO), A(fchdir, FDIO), A(getdents, FDIO),
-    A(getdents64, FDIO), A(inotify_init, FDIO), A(inotify_init1, FDIO),
+    A(fgetxattr, FDIO), A(flistxattr, FDIO), A(inotify_init, FDIO), A(inotify_init1, FDIO),
     A(inotify_rm_watch, FDIO), A(io_setup, FDIO), A(io_destroy, FDIO),
     A(io_getevents, FDIO), A(io_pgetevents, FDIO), A(io_submit, FDIO), A(io_cancel, FDIO),
     A(sync, FDIO), A(syncfs, FDIO), A(cachestat, FDIO),
-    /* read-only path look-ups: the view is the host's until the overlay lands */
-    A(stat, RO), A(lstat, RO), A(newfstatat, RO), A(statx, RO), A(access, RO),
-    A(faccessat, RO), A(faccessat2, RO), A(readlink, RO), A(readlinkat, RO),
-    A(statfs, RO), A(getxattr, RO), A(lgetxattr, RO), A(listxattr, RO),
-    A(llistxattr, RO), A(getcwd, RO), A(chdir, RO), A(inotify_add_watch, RO),
+    /* look-ups in the merged view: the supervisor answers from the layers */
+    N(stat, VIEW), N(lstat, VIEW), R(newfstatat, CV_ARG_FD_STAT, 3, VIEW), R(statx, CV_ARG_FD_STAT, 2, VIEW),
+    N(access, VIEW), N(faccessat, VIEW), N(faccessat2, VIEW), N(readlink, VIEW), N(readlinkat, VIEW),
+    N(statfs, VIEW), N(getxattr, VIEW), N(lgetxattr, VIEW), N(listxattr, VIEW),
+    N(llistxattr, VIEW), N(inotify_add_watch, VIEW),
+    N(getdents, DIRS), N(getdents64, DIRS),
+    N(getcwd, CWD), N(chdir, CWD), N(fchdir, CWD),
     /* sockets */
     A(recvfrom, SOCK), A(recvmsg, SOCK), A(recvmmsg, SOCK), A(sendto, SOCK),
     A(sendmsg, SOCK), A(sendmmsg, SOCK), A(connect, SOCK), A(shutdown, SOCK),
@@ -129,7 +130,7 @@ const struct cv_syscall cv_syscalls[] = {
     R(rt_tgsigqueueinfo, CV_ARG_SIGNAL, 0, KILLF),
     R(pidfd_send_signal, CV_ARG_SIGNAL, 0, KILLF),
     /* path operations */
-    R(open, CV_ARG_OPEN_DIR, 1, OPEN_DIR), R(openat, CV_ARG_OPEN_DIR, 2, OPEN_DIR), N(creat, OPEN),
+    N(open, OPEN), N(openat, OPEN), N(creat, OPEN),
     D(openat2, ENOSYS, "RESOLVE_* semantics are not emulated yet; libc falls back to openat"),
     N(execve, EXEC), N(execveat, EXEC),
     N(truncate, PATHW), N(rename, PATHW), N(renameat, PATHW), N(renameat2, PATHW),

@@ -25,7 +25,7 @@ enum cv_arg_rule {
     CV_ARG_PID0,         /* arg0 == 0 (self) → ALLOW, else NOTIFY */
     CV_ARG_PRIO_SELF,    /* arg0 == which_self && arg1 == 0 → ALLOW, else NOTIFY */
     CV_ARG_SIGNAL,       /* ALLOW when signals are Landlock-scoped, else NOTIFY */
-    CV_ARG_OPEN_DIR,     /* flags in arg[errno_]: read-only O_DIRECTORY → ALLOW, else NOTIFY */
+    CV_ARG_FD_STAT,      /* flags in arg[errno_] has AT_EMPTY_PATH (fstat of an fd) → ALLOW, else NOTIFY */
 };
 
 struct cv_syscall {

@@ -26,6 +26,15 @@ struct cv_reply cv_dispatch(struct cv_notif *n) {
     case __NR_lsetxattr: case __NR_removexattr: case __NR_lremovexattr: case __NR_fchmod:
     case __NR_fchown: case __NR_fsetxattr: case __NR_fremovexattr:
         return cv_h_meta(n);
+    case __NR_stat: case __NR_lstat: case __NR_newfstatat: case __NR_statx: case __NR_access:
+    case __NR_faccessat: case __NR_faccessat2: case __NR_readlink: case __NR_readlinkat:
+    case __NR_statfs: case __NR_getxattr: case __NR_lgetxattr: case __NR_listxattr:
+    case __NR_llistxattr: case __NR_inotify_add_watch:
+        return cv_h_stat(n);
+    case __NR_getdents: case __NR_getdents64:
+        return cv_h_dirent(n);
+    case __NR_chdir: case __NR_fchdir: case __NR_getcwd:
+        return cv_h_cwd(n);
     case __NR_bind:
     case __NR_listen:
         return cv_h_sock(n);

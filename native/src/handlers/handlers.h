@@ -52,6 +52,18 @@ struct cv_reply cv_h_meta(struct cv_notif *n);
 struct cv_reply cv_h_sock(struct cv_notif *n);
 struct cv_reply cv_h_signal(struct cv_notif *n);
 struct cv_reply cv_h_identity(struct cv_notif *n);
+struct cv_reply cv_h_stat(struct cv_notif *n);
+struct cv_reply cv_h_dirent(struct cv_notif *n);
+struct cv_reply cv_h_cwd(struct cv_notif *n);
+
+/* The guest process's remembered working directory (a virtual path the kernel's cwd cannot
+ * hold), inherited by children forked after it was set: 1 and out filled, or 0. */
+int cv_cwd_override(struct cv_notif *n, char *out, size_t len);
+
+/* The guest's umask (new files and directories are made by the supervisor). */
+mode_t cv_notif_umask(struct cv_notif *n);
+/* Write a result struct into the guest. 0 or -EFAULT. */
+int cv_notif_write(struct cv_notif *n, uint64_t addr, const void *buf, size_t len);
 
 /* The guest's hostname: the sandbox's name, or "cvisor". */
 const char *cv_run_hostname(const struct cv_run *r);

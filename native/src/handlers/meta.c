@@ -1,12 +1,17 @@
 /* Metadata changes: chmod, chown, utimes, truncate, xattrs — by path and by
- * fd. Landlock does not cover them, so they are always emulated: on a host
- * file the answer is EROFS (ENOENT when missing). On objects that are not
- * host files (pipes, sockets, memfds) the change is made on a dup of the
- * guest's own fd, which is what the kernel would have done. */
+ * fd. Landlock does not cover them, so they are always emulated, never
+ * continued: a host file is copied up and the change made on the copy; an
+ * upper file, or an object that is no file at all (pipe, socket, memfd), is
+ * changed directly (on a dup of the guest's fd, which is what the kernel would
+ * have done). xattrs: the user.* namespace only. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/time.h>
+#include <sys/xattr.h>
+#include <utime.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -15,85 +20,214 @@
 #include "common/util.h"
 #include "guest/mem.h"
 #include "handlers.h"
+#include "overlay/layers.h"
 #include "overlay/resolve.h"
+#include "overlay/vfs.h"
 #include "common/sysnr.h"
 
-/* Not a file of any host filesystem: anonymous pipe, socket, anon inode, memfd. */
-static int fd_is_private(struct cv_notif *n, int fd, int *bad) {
-    char link[64], target[PATH_MAX];
-    snprintf(link, sizeof link, "/proc/%d/fd/%d", (int)n->tid, fd);
-    *bad = 0;
-    if (cv_readlink(link, target, sizeof target) < 0) {
-        *bad = 1;
+/* What the call asks, read from the guest before anything is changed. */
+struct meta_op {
+    int nr;
+    mode_t mode;
+    uid_t uid;
+    gid_t gid;
+    int has_times;
+    struct timespec ts[2];
+    off_t length;
+    char name[XATTR_NAME_MAX + 1];
+    void *value;
+    size_t size;
+    int xflags;
+};
+
+static int read_times(struct cv_notif *n, struct meta_op *op, uint64_t addr, int kind) {
+    if (!addr) return 0;
+    op->has_times = 1;
+    if (kind == 0) { /* struct timespec[2] */
+        return cv_guest_read(n->tid, addr, op->ts, sizeof op->ts);
+    }
+    if (kind == 1) { /* struct timeval[2] */
+        struct timeval tv[2];
+        if (cv_guest_read(n->tid, addr, tv, sizeof tv) < 0) return -EFAULT;
+        for (int i = 0; i < 2; i++) {
+            if (tv[i].tv_usec < 0 || tv[i].tv_usec >= 1000000) return -EINVAL;
+            op->ts[i].tv_sec = tv[i].tv_sec;
+            op->ts[i].tv_nsec = tv[i].tv_usec * 1000;
+        }
         return 0;
     }
-    return !strncmp(target, "pipe:", 5) || !strncmp(target, "socket:", 7) ||
-           !strncmp(target, "anon_inode:", 11) || !strncmp(target, "/memfd:", 7);
+    struct utimbuf ub; /* utime() */
+    if (cv_guest_read(n->tid, addr, &ub, sizeof ub) < 0) return -EFAULT;
+    op->ts[0] = (struct timespec){ub.actime, 0};
+    op->ts[1] = (struct timespec){ub.modtime, 0};
+    return 0;
 }
 
-static struct cv_reply on_fd(struct cv_notif *n, int fd) {
-    const __u64 *a = n->req->data.args;
-    int nr = n->req->data.nr, bad;
-    int private = fd_is_private(n, fd, &bad);
-    if (bad) return cv_err(EBADF);
-    if (!private) return cv_err(EROFS);
-    if (nr == __NR_fsetxattr || nr == __NR_fremovexattr) return cv_err(EPERM);
-    struct timespec ts[2];
-    int has_times = 0;
-    if (nr == __NR_utimensat && a[2]) {
-        if (cv_guest_read(n->tid, a[2], ts, sizeof ts) < 0) return cv_err(EFAULT);
-        has_times = 1;
-    }
-    if (nr == __NR_futimesat && a[2]) return cv_err(EROFS); /* timevals on a pipe: not worth it */
-    if (!cv_notif_valid(n)) return cv_err(ESRCH);
-    cv_autoclose int dup = cv_notif_dup_fd(n, fd);
-    if (dup < 0) return cv_err(-dup);
+/* Apply op to the object behind fd (any open file, O_PATH included). */
+static int apply(const struct meta_op *op, int fd) {
+    char self[64];
+    snprintf(self, sizeof self, "/proc/self/fd/%d", fd);
     int r;
-    switch (nr) {
-    case __NR_fchmod: r = fchmod(dup, (mode_t)a[1]); break;
-    case __NR_fchmodat: case __NR_fchmodat2: r = fchmod(dup, (mode_t)a[2]); break;
-    case __NR_fchown: r = fchown(dup, (uid_t)a[1], (gid_t)a[2]); break;
-    case __NR_fchownat: r = fchown(dup, (uid_t)a[2], (gid_t)a[3]); break;
-    default: r = futimens(dup, has_times ? ts : NULL);
+    switch (op->nr) {
+    case __NR_chmod: case __NR_fchmodat: case __NR_fchmodat2: case __NR_fchmod:
+        r = chmod(self, op->mode);
+        break;
+    case __NR_chown: case __NR_lchown: case __NR_fchownat: case __NR_fchown:
+        r = fchownat(fd, "", op->uid, op->gid, AT_EMPTY_PATH);
+        break;
+    case __NR_truncate: {
+        int w = open(self, O_WRONLY | O_CLOEXEC | O_NOCTTY);
+        if (w < 0) return -errno;
+        r = ftruncate(w, op->length);
+        int e = errno;
+        close(w);
+        errno = e;
+        break;
     }
-    return r < 0 ? cv_err(errno) : cv_val(0);
+    case __NR_setxattr: case __NR_lsetxattr: case __NR_fsetxattr:
+        r = setxattr(self, op->name, op->value, op->size, op->xflags);
+        break;
+    case __NR_removexattr: case __NR_lremovexattr: case __NR_fremovexattr:
+        r = removexattr(self, op->name);
+        break;
+    default: /* the utime family */
+        r = utimensat(AT_FDCWD, self, op->has_times ? op->ts : NULL, 0);
+    }
+    return r < 0 ? -errno : 0;
+}
+
+/* chmod, chown and explicit times need ownership; checked against the host file before it is
+ * copied up (the copy belongs to the guest's uid). */
+static int owner_ok(const struct meta_op *op, const struct stat *st) {
+    int nr = op->nr;
+    int needs = nr == __NR_chmod || nr == __NR_fchmodat || nr == __NR_fchmodat2 || nr == __NR_fchmod ||
+                nr == __NR_chown || nr == __NR_lchown || nr == __NR_fchownat || nr == __NR_fchown ||
+                ((nr == __NR_utimensat || nr == __NR_utimes || nr == __NR_utime || nr == __NR_futimesat) &&
+                 op->has_times);
+    return !needs || geteuid() == 0 || st->st_uid == geteuid();
+}
+
+/* Change the host file named by a resolved node: copy it up, then change the copy. */
+static int on_node(struct cv_notif *n, struct cv_vnode *v, const struct meta_op *op) {
+    if (v->layer == CV_LOWER) {
+        if (!owner_ok(op, &v->st)) return -EPERM;
+        if (op->nr == __NR_truncate) {
+            cv_autoclose int fd = cv_vnode_open(v, 0);
+            char self[64];
+            snprintf(self, sizeof self, "/proc/self/fd/%d", fd);
+            if (fd < 0) return fd;
+            if (access(self, W_OK) < 0 && errno != EROFS) return -errno;
+        }
+        int e = cv_ov_copy_up(n->run, v, op->nr != __NR_truncate || op->length != 0);
+        if (e < 0) return e;
+    }
+    cv_autoclose int fd = cv_ov_open_upper(n->run, v->vpath, O_PATH, 0);
+    if (fd < 0) return fd;
+    return apply(op, fd);
+}
+
+static struct cv_reply on_fd(struct cv_notif *n, int gfd, const struct meta_op *op) {
+    char link[64], real[PATH_MAX], vpath[PATH_MAX];
+    snprintf(link, sizeof link, "/proc/%d/fd/%d", (int)n->tid, gfd);
+    if (cv_readlink(link, real, sizeof real) < 0) return cv_err(EBADF);
+    int host = real[0] == '/' && strncmp(real, "/memfd:", 7) && !(n->run->upper && !strncmp(real, n->run->upper, strlen(n->run->upper)));
+    if (!host) {
+        /* Not a host file: an upper file, a pipe, a socket, a memfd: change it as the kernel would. */
+        cv_autoclose int dup = cv_notif_dup_fd(n, gfd);
+        if (dup < 0) return cv_err(-dup);
+        int e = apply(op, dup);
+        return e < 0 ? cv_err(-e) : cv_val(0);
+    }
+    if (cv_virtual_of_real(n->run, real, vpath, sizeof vpath) < 0) return cv_err(EROFS);
+    struct cv_vnode v;
+    int e = cv_vresolve(n, AT_FDCWD, vpath, 0, &v);
+    if (e == 0 && (!v.exists || v.in_proc)) e = -EROFS; /* deleted in the view, or not ours to change */
+    if (e == 0) e = on_node(n, &v, op);
+    if (e != -ENOENT || v.exists) cv_vnode_release(&v);
+    return e < 0 ? cv_err(-e) : cv_val(0);
 }
 
 struct cv_reply cv_h_meta(struct cv_notif *n) {
     const __u64 *a = n->req->data.args;
     int nr = n->req->data.nr;
-    int dirfd = AT_FDCWD, follow = 1, at_flags = 0;
-    uint64_t addr;
+    int dirfd = AT_FDCWD, follow = 1, at_flags = 0, fd_call = -1, e = 0;
+    uint64_t addr = 0;
+    struct meta_op op = {.nr = nr};
     switch (nr) {
-    case __NR_fchmod: case __NR_fchown: case __NR_fsetxattr: case __NR_fremovexattr:
-        return on_fd(n, (int)a[0]);
-    case __NR_lchown: case __NR_lsetxattr: case __NR_lremovexattr:
-        addr = a[0], follow = 0;
+    case __NR_fchmod: fd_call = (int)a[0], op.mode = (mode_t)a[1]; break;
+    case __NR_fchown: fd_call = (int)a[0], op.uid = (uid_t)a[1], op.gid = (gid_t)a[2]; break;
+    case __NR_fsetxattr: case __NR_fremovexattr: fd_call = (int)a[0]; break;
+    case __NR_chmod: addr = a[0], op.mode = (mode_t)a[1]; break;
+    case __NR_fchmodat: dirfd = (int)a[0], addr = a[1], op.mode = (mode_t)a[2]; break;
+    case __NR_fchmodat2: dirfd = (int)a[0], addr = a[1], op.mode = (mode_t)a[2], at_flags = (int)a[3]; break;
+    case __NR_chown: addr = a[0], op.uid = (uid_t)a[1], op.gid = (gid_t)a[2]; break;
+    case __NR_lchown: addr = a[0], op.uid = (uid_t)a[1], op.gid = (gid_t)a[2], follow = 0; break;
+    case __NR_fchownat:
+        dirfd = (int)a[0], addr = a[1], op.uid = (uid_t)a[2], op.gid = (gid_t)a[3], at_flags = (int)a[4];
         break;
-    case __NR_fchmodat: dirfd = (int)a[0], addr = a[1]; break;
-    case __NR_fchmodat2: dirfd = (int)a[0], addr = a[1], at_flags = (int)a[3]; break;
-    case __NR_fchownat: dirfd = (int)a[0], addr = a[1], at_flags = (int)a[4]; break;
-    case __NR_utimensat: dirfd = (int)a[0], addr = a[1], at_flags = (int)a[3]; break;
-    case __NR_futimesat: dirfd = (int)a[0], addr = a[1]; break;
-    default: addr = a[0]; /* chmod chown utime utimes truncate setxattr removexattr */
+    case __NR_utime: addr = a[0], e = read_times(n, &op, a[1], 2); break;
+    case __NR_utimes: addr = a[0], e = read_times(n, &op, a[1], 1); break;
+    case __NR_futimesat: dirfd = (int)a[0], addr = a[1], e = read_times(n, &op, a[2], 1); break;
+    case __NR_utimensat: dirfd = (int)a[0], addr = a[1], at_flags = (int)a[3], e = read_times(n, &op, a[2], 0); break;
+    case __NR_truncate: addr = a[0], op.length = (off_t)a[1]; break;
+    case __NR_lsetxattr: case __NR_lremovexattr: addr = a[0], follow = 0; break;
+    default: addr = a[0]; /* setxattr removexattr */
     }
+    if (e < 0) return cv_err(-e);
+    if (nr == __NR_truncate && op.length < 0) return cv_err(EINVAL);
+    if (nr == __NR_setxattr || nr == __NR_lsetxattr || nr == __NR_fsetxattr || nr == __NR_removexattr ||
+        nr == __NR_lremovexattr || nr == __NR_fremovexattr) {
+        e = cv_notif_path(n, a[1], op.name, sizeof op.name);
+        if (e < 0) return cv_err(e == -ENAMETOOLONG ? ERANGE : -e);
+        /* trusted., security., system. (ACLs): unsupported here, so tools fall back to chmod */
+        if (strncmp(op.name, "user.", 5)) return cv_err(EOPNOTSUPP);
+        if (nr == __NR_setxattr || nr == __NR_lsetxattr || nr == __NR_fsetxattr) {
+            op.size = (size_t)a[3];
+            op.xflags = (int)a[4];
+            if (op.size > XATTR_SIZE_MAX) return cv_err(E2BIG);
+            op.value = malloc(op.size ? op.size : 1);
+            if (!op.value) return cv_err(ENOMEM);
+            if (op.size && cv_guest_read(n->tid, a[2], op.value, op.size) < 0) {
+                free(op.value);
+                return cv_err(EFAULT);
+            }
+        }
+    }
+    struct cv_reply out;
     if (at_flags & AT_SYMLINK_NOFOLLOW) follow = 0;
-    /* utimensat/futimesat with a NULL path act on dirfd itself. */
-    if (!addr && (nr == __NR_utimensat || nr == __NR_futimesat)) {
-        if (dirfd == AT_FDCWD) return cv_err(EFAULT);
-        return on_fd(n, dirfd);
+    char path[PATH_MAX] = "";
+    if (fd_call < 0 && addr) {
+        e = cv_notif_path(n, addr, path, sizeof path);
+        if (e < 0) {
+            free(op.value);
+            return cv_err(-e);
+        }
     }
-    char path[PATH_MAX];
-    int r = cv_notif_path(n, addr, path, sizeof path);
-    if (r < 0) return cv_err(-r);
-    if (!path[0] && (at_flags & AT_EMPTY_PATH)) return on_fd(n, dirfd);
-    struct cv_resolved res;
-    r = cv_resolve(n, dirfd, path, (follow ? CV_RES_FOLLOW : 0) | CV_RES_STAT, &res);
-    if (r < 0) return cv_err(-r);
-    if (!res.exists) return cv_err(ENOENT);
-    if (res.in_proc && res.proc_pid && res.proc_pid != cv_notif_tgid(n) &&
-        !cv_tree_is_member(n->run, res.proc_pid))
-        return cv_err(ENOENT);
-    if (nr == __NR_truncate && S_ISDIR(res.st.st_mode)) return cv_err(EISDIR);
-    return cv_err(EROFS);
+    /* utimensat/futimesat with a NULL path, and AT_EMPTY_PATH with "", act on dirfd itself. */
+    if (fd_call < 0 && ((!addr && (nr == __NR_utimensat || nr == __NR_futimesat)) ||
+                        (!path[0] && (at_flags & AT_EMPTY_PATH)))) {
+        if (dirfd == AT_FDCWD && !addr) {
+            free(op.value);
+            return cv_err(EFAULT);
+        }
+        fd_call = dirfd;
+    }
+    if (fd_call >= 0 || (fd_call == AT_FDCWD && dirfd == AT_FDCWD)) {
+        out = fd_call >= 0 ? on_fd(n, fd_call, &op) : cv_err(EBADF);
+        free(op.value);
+        return out;
+    }
+    struct cv_vnode v;
+    e = cv_vresolve(n, dirfd, path, follow ? CV_RES_FOLLOW : 0, &v);
+    if (e == 0) {
+        if (!v.exists) e = -ENOENT;
+        else if (v.in_proc) e = v.proc.proc_pid && v.proc.proc_pid != cv_notif_tgid(n) &&
+                                        !cv_tree_is_member(n->run, v.proc.proc_pid) ? -ENOENT : -EPERM;
+        else if (nr == __NR_truncate && S_ISDIR(v.st.st_mode)) e = -EISDIR;
+        else if (n->run->upper_fd < 0) e = -EROFS;
+        else e = on_node(n, &v, &op);
+        cv_vnode_release(&v);
+    }
+    free(op.value);
+    return e < 0 ? cv_err(-e) : cv_val(0);
 }

@@ -1,34 +1,357 @@
-/* Namespace changes: mkdir, mknod, symlink, link, unlink, rmdir, rename.
- * The filesystem is read-only for the guest: answer as a read-only mount
- * would (EEXIST for an existing name, ENOENT/ENOTDIR for a bad parent, else
- * EROFS). Never continued. */
+/* Namespace changes over the layers: mkdir, mknod, symlink, link, unlink, rmdir,
+ * rename. Always done by the supervisor in the upper layer, never continued.
+ * Host names that go away get a whiteout; a directory made where a host
+ * directory was deleted is opaque; renaming a host directory first brings its
+ * whole tree into the upper layer. The order of steps is chosen so that a crash
+ * at any point loses nothing: the new name appears before the old one goes. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
+#include <unistd.h>
 
+#include "common/util.h"
 #include "handlers.h"
-#include "overlay/resolve.h"
+#include "overlay/layers.h"
+#include "overlay/vfs.h"
+
+#ifndef RENAME_NOREPLACE
+#define RENAME_NOREPLACE 1
+#endif
+
+void cv_ov_tmpname(char *out, size_t len);
+
+static void parent_of(const char *vpath, char *out) {
+    snprintf(out, PATH_MAX, "%s", vpath);
+    char *slash = strrchr(out, '/');
+    if (slash == out) out[1] = 0;
+    else *slash = 0;
+}
+
+/* Write and search permission on the directory holding v (the host's when it has one). */
+static int may_change_in(const struct cv_vnode *v) {
+    int dir = v->plow >= 0 ? v->plow : v->pup;
+    if (dir < 0) return -ENOENT;
+    char self[64];
+    snprintf(self, sizeof self, "/proc/self/fd/%d", dir);
+    return access(self, W_OK | X_OK) < 0 && errno != EROFS ? -errno : 0;
+}
+
+/* The host has an entry under v's name in v's (visible) host parent. */
+static int lower_has(const struct cv_vnode *v) {
+    struct stat st;
+    return v->plow >= 0 && *v->name && fstatat(v->plow, v->name, &st, AT_SYMLINK_NOFOLLOW) == 0;
+}
+
+static int lower_has_dir(const struct cv_vnode *v) {
+    struct stat st;
+    return v->plow >= 0 && *v->name && fstatat(v->plow, v->name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* A directory is empty in the merged view. 1, 0, or -errno. */
+static int merged_empty(const struct cv_run *r, const struct cv_vnode *v) {
+    int flags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
+    cv_autoclose int up = v->layer == CV_UPPER ? openat(v->pup, v->name, flags) : -1;
+    int low = v->layer == CV_LOWER ? openat(v->plow, v->name, flags)
+              : v->lower_dir && !v->opaque ? open(v->vpath, flags) /* the host twin */
+                                          : -1;
+    int fds[2] = {up >= 0 ? dup(up) : -1, low};
+    int empty = 1;
+    for (int i = 0; i < 2; i++) {
+        if (fds[i] < 0) continue;
+        DIR *d = fdopendir(fds[i]);
+        if (!d) {
+            close(fds[i]);
+            empty = -ENOMEM;
+            continue;
+        }
+        struct dirent *de;
+        while (empty == 1 && (de = readdir(d))) {
+            const char *nm = de->d_name;
+            if (!strcmp(nm, ".") || !strcmp(nm, "..") || cv_ov_reserved(nm)) continue;
+            if (i == 1) {
+                char vp[PATH_MAX + NAME_MAX + 2];
+                snprintf(vp, sizeof vp, "%s/%s", v->vpath, nm);
+                if (cv_vfs_hidden(r, vp) || (up >= 0 && cv_ov_whited_out(up, nm))) continue;
+            }
+            empty = 0;
+        }
+        closedir(d);
+    }
+    return empty;
+}
+
+/* Resolve the name a call creates; 0 with v and the upper parent (dir), or -errno. */
+static int prepare_new(struct cv_notif *n, int dirfd, uint64_t addr, struct cv_vnode *v, int *dir) {
+    char path[PATH_MAX];
+    int e = cv_notif_path(n, addr, path, sizeof path);
+    if (e < 0) return e;
+    e = cv_vresolve(n, dirfd, path, CV_RES_PARENT, v);
+    if (e < 0) return e;
+    if (v->exists) e = -EEXIST;
+    else if (v->in_proc) e = -ENOENT;
+    else if (n->run->upper_fd < 0) e = -EROFS;
+    else if (cv_ov_reserved(v->name)) e = -EINVAL;
+    else e = may_change_in(v);
+    if (e == 0) {
+        char parent[PATH_MAX];
+        parent_of(v->vpath, parent);
+        *dir = cv_ov_upper_dir(n->run, parent);
+        if (*dir < 0) e = *dir;
+    }
+    if (e < 0) cv_vnode_release(v);
+    return e;
+}
+
+static struct cv_reply do_mkdir(struct cv_notif *n, int dirfd, uint64_t addr, mode_t mode) {
+    struct cv_vnode v;
+    int dir;
+    int e = prepare_new(n, dirfd, addr, &v, &dir);
+    if (e < 0) return cv_err(-e);
+    const struct cv_run *r = n->run;
+    char tmp[64];
+    cv_ov_tmpname(tmp, sizeof tmp);
+    if (mkdirat(r->work_fd, tmp, 0700) < 0) {
+        e = -errno;
+    } else {
+        int t = openat(r->work_fd, tmp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        /* Where a host directory was deleted, the new one must not show its old entries. */
+        if (t >= 0 && lower_has(&v)) cv_ov_set_opaque(t);
+        if (t >= 0) {
+            fchmod(t, mode & 07777 & ~cv_notif_umask(n));
+            close(t);
+        }
+        if (renameat2(r->work_fd, tmp, dir, v.name, RENAME_NOREPLACE) < 0) {
+            e = -errno;
+            cv_ov_rmdir_upper(r->work_fd, tmp);
+        } else {
+            cv_ov_unwhiteout(dir, v.name);
+        }
+    }
+    close(dir);
+    cv_vnode_release(&v);
+    return e < 0 ? cv_err(-e) : cv_val(0);
+}
+
+static struct cv_reply do_mknod(struct cv_notif *n, int dirfd, uint64_t addr, mode_t mode) {
+    mode_t type = mode & S_IFMT;
+    if (type == S_IFCHR || type == S_IFBLK) return cv_err(EPERM); /* device nodes need CAP_MKNOD */
+    if (type && type != S_IFREG && type != S_IFIFO && type != S_IFSOCK) return cv_err(EINVAL);
+    struct cv_vnode v;
+    int dir;
+    int e = prepare_new(n, dirfd, addr, &v, &dir);
+    if (e < 0) return cv_err(-e);
+    mode_t perm = mode & 07777 & ~cv_notif_umask(n);
+    if (mknodat(dir, v.name, (type ? type : S_IFREG) | 0600, 0) < 0) e = -errno;
+    else {
+        fchmodat(dir, v.name, perm, 0);
+        cv_ov_unwhiteout(dir, v.name);
+    }
+    close(dir);
+    cv_vnode_release(&v);
+    return e < 0 ? cv_err(-e) : cv_val(0);
+}
+
+static struct cv_reply do_symlink(struct cv_notif *n, uint64_t target_addr, int dirfd, uint64_t addr) {
+    char target[PATH_MAX];
+    int e = cv_notif_path(n, target_addr, target, sizeof target);
+    if (e < 0) return cv_err(-e);
+    if (!*target) return cv_err(ENOENT);
+    struct cv_vnode v;
+    int dir;
+    e = prepare_new(n, dirfd, addr, &v, &dir);
+    if (e < 0) return cv_err(-e);
+    if (symlinkat(target, dir, v.name) < 0) e = -errno;
+    else cv_ov_unwhiteout(dir, v.name);
+    close(dir);
+    cv_vnode_release(&v);
+    return e < 0 ? cv_err(-e) : cv_val(0);
+}
+
+/* The upper directory holding an existing node, after copying the node up if it is a host one. */
+static int bring_up(struct cv_notif *n, const struct cv_vnode *v, int *dir) {
+    const struct cv_run *r = n->run;
+    int e = 0;
+    if (S_ISDIR(v->st.st_mode)) {
+        if (v->layer == CV_LOWER || v->lower_dir) e = cv_ov_materialize(r, v->vpath, 1);
+    } else if (v->layer == CV_LOWER) {
+        e = cv_ov_copy_up(r, v, 1);
+    }
+    if (e < 0) return e;
+    char parent[PATH_MAX];
+    parent_of(v->vpath, parent);
+    *dir = cv_ov_upper_dir(r, parent);
+    return *dir < 0 ? *dir : 0;
+}
+
+static struct cv_reply do_link(struct cv_notif *n, int odirfd, uint64_t oaddr, int ndirfd, uint64_t naddr, int flags) {
+    if (flags & ~(AT_SYMLINK_FOLLOW | AT_EMPTY_PATH)) return cv_err(EINVAL);
+    char path[PATH_MAX];
+    int e = cv_notif_path(n, oaddr, path, sizeof path);
+    if (e < 0) return cv_err(-e);
+    struct cv_vnode ov, nv;
+    if (!*path && (flags & AT_EMPTY_PATH)) return cv_err(ENOENT); /* flink() needs CAP_DAC_READ_SEARCH */
+    e = cv_vresolve(n, odirfd, path, (flags & AT_SYMLINK_FOLLOW) ? CV_RES_FOLLOW : 0, &ov);
+    if (e < 0) return cv_err(-e);
+    if (!ov.exists) {
+        cv_vnode_release(&ov);
+        return cv_err(ENOENT);
+    }
+    int ndir;
+    e = prepare_new(n, ndirfd, naddr, &nv, &ndir);
+    if (e < 0) {
+        cv_vnode_release(&ov);
+        return cv_err(-e);
+    }
+    if (ov.in_proc) {
+        /* An O_TMPFILE (or any open file) named through /proc/self/fd/N: link the guest's file. */
+        if (ov.proc.magic_fd < 0) e = -EXDEV;
+        else {
+            cv_autoclose int fd = cv_notif_dup_fd(n, ov.proc.magic_fd);
+            char self[64];
+            snprintf(self, sizeof self, "/proc/self/fd/%d", fd);
+            if (fd < 0) e = -EBADF;
+            else if (linkat(AT_FDCWD, self, ndir, nv.name, AT_SYMLINK_FOLLOW) < 0) e = errno == ENOENT ? -ENOENT : -EXDEV;
+        }
+    } else if (S_ISDIR(ov.st.st_mode)) {
+        e = -EPERM;
+    } else {
+        int odir;
+        e = bring_up(n, &ov, &odir);
+        if (e == 0) {
+            if (linkat(odir, ov.name, ndir, nv.name, 0) < 0) e = -errno;
+            close(odir);
+        }
+    }
+    if (e == 0) cv_ov_unwhiteout(ndir, nv.name);
+    close(ndir);
+    cv_vnode_release(&ov);
+    cv_vnode_release(&nv);
+    return e < 0 ? cv_err(-e) : cv_val(0);
+}
+
+static struct cv_reply do_remove(struct cv_notif *n, int dirfd, uint64_t addr, int rmdir) {
+    char path[PATH_MAX];
+    int e = cv_notif_path(n, addr, path, sizeof path);
+    if (e < 0) return cv_err(-e);
+    size_t pl = strlen(path);
+    while (pl > 1 && path[pl - 1] == '/') pl--;
+    if (rmdir && pl >= 1 && path[pl - 1] == '.' && (pl == 1 || path[pl - 2] == '/')) return cv_err(EINVAL);
+    struct cv_vnode v;
+    e = cv_vresolve(n, dirfd, path, 0, &v);
+    if (e < 0) return cv_err(-e);
+    const struct cv_run *r = n->run;
+    if (!v.exists) e = -ENOENT;
+    else if (v.in_proc) e = -EACCES;
+    else if (!*v.name || !strcmp(v.vpath, "/")) e = -EBUSY;
+    else if (rmdir && !S_ISDIR(v.st.st_mode)) e = -ENOTDIR;
+    else if (!rmdir && S_ISDIR(v.st.st_mode)) e = -EISDIR;
+    else if (r->upper_fd < 0) e = -EROFS;
+    else e = may_change_in(&v);
+    if (e == 0 && rmdir) {
+        int empty = merged_empty(r, &v);
+        e = empty < 0 ? empty : empty ? 0 : -ENOTEMPTY;
+    }
+    if (e == 0) {
+        char parent[PATH_MAX];
+        parent_of(v.vpath, parent);
+        cv_autoclose int dir = cv_ov_upper_dir(r, parent);
+        if (dir < 0) e = dir;
+        /* The whiteout first: a crash after it leaves the name deleted, never half-removed. */
+        if (e == 0 && lower_has(&v)) e = cv_ov_whiteout(dir, v.name);
+        if (e == 0 && v.layer == CV_UPPER)
+            e = rmdir ? cv_ov_rmdir_upper(dir, v.name) : (unlinkat(dir, v.name, 0) < 0 ? -errno : 0);
+    }
+    cv_vnode_release(&v);
+    return e < 0 ? cv_err(-e) : cv_val(0);
+}
+
+static int is_inside(const char *path, const char *dir) {
+    size_t l = strlen(dir);
+    return !strncmp(path, dir, l) && (path[l] == '/' || (l == 1 && dir[0] == '/'));
+}
+
+static struct cv_reply do_rename(struct cv_notif *n, int odirfd, uint64_t oaddr, int ndirfd, uint64_t naddr,
+                                 unsigned flags) {
+    if (flags & ~RENAME_NOREPLACE) return cv_err(EINVAL); /* RENAME_EXCHANGE, RENAME_WHITEOUT: not emulated */
+    const struct cv_run *r = n->run;
+    char opath[PATH_MAX], npath[PATH_MAX];
+    int e = cv_notif_path(n, oaddr, opath, sizeof opath);
+    if (e == 0) e = cv_notif_path(n, naddr, npath, sizeof npath);
+    if (e < 0) return cv_err(-e);
+    struct cv_vnode ov, nv;
+    e = cv_vresolve(n, odirfd, opath, 0, &ov);
+    if (e < 0) return cv_err(-e);
+    e = cv_vresolve(n, ndirfd, npath, CV_RES_PARENT, &nv);
+    if (e < 0) {
+        cv_vnode_release(&ov);
+        return cv_err(-e);
+    }
+    int odir = -1, ndir = -1;
+    if (!ov.exists) e = -ENOENT;
+    else if (ov.in_proc || nv.in_proc) e = -EXDEV;
+    else if (!*ov.name || !*nv.name) e = -EBUSY;
+    else if (cv_ov_reserved(nv.name)) e = -EINVAL;
+    else if (nv.exists && (flags & RENAME_NOREPLACE)) e = -EEXIST;
+    else if (!strcmp(ov.vpath, nv.vpath)) e = 1; /* the same file: nothing to do */
+    else if (S_ISDIR(ov.st.st_mode) && is_inside(nv.vpath, ov.vpath)) e = -EINVAL;
+    else if (nv.exists && S_ISDIR(ov.st.st_mode) && !S_ISDIR(nv.st.st_mode)) e = -ENOTDIR;
+    else if (nv.exists && !S_ISDIR(ov.st.st_mode) && S_ISDIR(nv.st.st_mode)) e = -EISDIR;
+    else if (r->upper_fd < 0) e = -EROFS;
+    else if ((e = may_change_in(&ov)) == 0) e = may_change_in(&nv);
+    if (e == 0 && nv.exists && S_ISDIR(nv.st.st_mode)) {
+        int empty = merged_empty(r, &nv);
+        e = empty < 0 ? empty : empty ? 0 : -ENOTEMPTY;
+    }
+    if (e == 0) e = bring_up(n, &ov, &odir);
+    if (e == 0) {
+        char parent[PATH_MAX];
+        parent_of(nv.vpath, parent);
+        ndir = cv_ov_upper_dir(r, parent);
+        if (ndir < 0) e = ndir;
+    }
+    if (e == 0 && S_ISDIR(ov.st.st_mode)) {
+        /* The moved directory must hide whatever the host has under its new name. */
+        if (lower_has_dir(&nv)) {
+            cv_autoclose int d = openat(odir, ov.name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            if (d < 0 || cv_ov_set_opaque(d) < 0) e = -EIO;
+        }
+        /* An empty target directory in the upper may still hold whiteouts: clear it. */
+        if (e == 0 && nv.exists && nv.layer == CV_UPPER) e = cv_ov_rmdir_upper(ndir, nv.name);
+    }
+    if (e == 0 && renameat2(odir, ov.name, ndir, nv.name, flags) < 0) e = -errno;
+    if (e == 0) {
+        cv_ov_unwhiteout(ndir, nv.name);
+        if (lower_has(&ov)) e = cv_ov_whiteout(odir, ov.name);
+    }
+    if (odir >= 0) close(odir);
+    if (ndir >= 0) close(ndir);
+    cv_vnode_release(&ov);
+    cv_vnode_release(&nv);
+    return e < 0 ? cv_err(-e) : cv_val(0);
+}
 
 struct cv_reply cv_h_mutate(struct cv_notif *n) {
     const __u64 *a = n->req->data.args;
-    int dirfd = AT_FDCWD, creates = 1;
-    uint64_t addr;
     switch (n->req->data.nr) {
-    case __NR_mkdir: case __NR_mknod: addr = a[0]; break;
-    case __NR_mkdirat: case __NR_mknodat: dirfd = (int)a[0], addr = a[1]; break;
-    case __NR_symlink: case __NR_link: addr = a[1]; break;
-    case __NR_symlinkat: dirfd = (int)a[1], addr = a[2]; break;
-    case __NR_linkat: dirfd = (int)a[2], addr = a[3]; break;
-    case __NR_unlink: case __NR_rmdir: case __NR_rename: addr = a[0], creates = 0; break;
-    default: /* unlinkat, renameat, renameat2 */ dirfd = (int)a[0], addr = a[1], creates = 0;
+    case __NR_mkdir: return do_mkdir(n, AT_FDCWD, a[0], (mode_t)a[1]);
+    case __NR_mkdirat: return do_mkdir(n, (int)a[0], a[1], (mode_t)a[2]);
+    case __NR_mknod: return do_mknod(n, AT_FDCWD, a[0], (mode_t)a[1]);
+    case __NR_mknodat: return do_mknod(n, (int)a[0], a[1], (mode_t)a[2]);
+    case __NR_symlink: return do_symlink(n, a[0], AT_FDCWD, a[1]);
+    case __NR_symlinkat: return do_symlink(n, a[0], (int)a[1], a[2]);
+    case __NR_link: return do_link(n, AT_FDCWD, a[0], AT_FDCWD, a[1], 0);
+    case __NR_linkat: return do_link(n, (int)a[0], a[1], (int)a[2], a[3], (int)a[4]);
+    case __NR_unlink: return do_remove(n, AT_FDCWD, a[0], 0);
+    case __NR_rmdir: return do_remove(n, AT_FDCWD, a[0], 1);
+    case __NR_unlinkat:
+        if ((int)a[2] & ~AT_REMOVEDIR) return cv_err(EINVAL);
+        return do_remove(n, (int)a[0], a[1], ((int)a[2] & AT_REMOVEDIR) != 0);
+    case __NR_rename: return do_rename(n, AT_FDCWD, a[0], AT_FDCWD, a[1], 0);
+    case __NR_renameat: return do_rename(n, (int)a[0], a[1], (int)a[2], a[3], 0);
+    default: return do_rename(n, (int)a[0], a[1], (int)a[2], a[3], (unsigned)a[4]);
     }
-    char path[PATH_MAX];
-    int r = cv_notif_path(n, addr, path, sizeof path);
-    if (r < 0) return cv_err(-r);
-    struct cv_resolved res;
-    r = cv_resolve(n, dirfd, path, CV_RES_PARENT, &res);
-    if (r < 0) return cv_err(-r);
-    if (creates && res.exists) return cv_err(EEXIST);
-    if (!creates && !res.exists) return cv_err(ENOENT);
-    return cv_err(EROFS);
 }

@@ -2,6 +2,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/ioctl.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
@@ -61,6 +63,19 @@ int cv_notif_dup_fd(struct cv_notif *n, int guest_fd) {
     int e = errno;
     close(pidfd);
     return fd < 0 ? -e : fd;
+}
+
+mode_t cv_notif_umask(struct cv_notif *n) {
+    char path[64], buf[2048];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)n->tid);
+    if (cv_read_small(path, buf, sizeof buf) <= 0) return 022;
+    const char *u = strstr(buf, "Umask:");
+    return u ? (mode_t)strtol(u + 6, NULL, 8) & 0777 : 022;
+}
+
+int cv_notif_write(struct cv_notif *n, uint64_t addr, const void *buf, size_t len) {
+    if (!cv_notif_valid(n)) return -ESRCH;
+    return cv_guest_write(n->tid, addr, buf, len);
 }
 
 int cv_writable_device(const struct cv_run *r, dev_t rdev) {

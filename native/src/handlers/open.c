@@ -1,10 +1,13 @@
-/* open, openat, creat. The filesystem is read-only for the guest:
- *  - read-only opens of host files are CONTINUEd (Landlock grants read only,
- *    so a racing thread that swaps the path can only read another visible file);
+/* open, openat, creat, over the layers:
+ *  - a read-only open of a host file the kernel resolves exactly as the merged
+ *    view does is CONTINUEd (Landlock grants read only, so a racing thread that
+ *    swaps the path can only read another visible file);
+ *  - everything else is opened by the supervisor and injected (ADDFD|SEND):
+ *    upper files, new files (made in the upper), host files opened for writing
+ *    (copied up first), merged directories (the upper twin: getdents merges);
  *  - anything in /proc is opened by the supervisor, after checking that a
- *    /proc/<pid> belongs to this sandbox, and injected (ADDFD|SEND);
- *  - write opens succeed only on the writable devices and on the guest's own
- *    stdio reopened through /proc/self/fd; everything else is EROFS. */
+ *    /proc/<pid> belongs to this sandbox; a write reopen of the guest's own fd
+ *    on a host file goes through copy-up. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -17,7 +20,9 @@
 
 #include "common/util.h"
 #include "handlers.h"
+#include "overlay/layers.h"
 #include "overlay/resolve.h"
+#include "overlay/vfs.h"
 
 #ifndef O_TMPFILE
 #define O_TMPFILE (020000000 | O_DIRECTORY)
@@ -43,6 +48,41 @@ static int reopen_writable(struct cv_notif *n, const struct cv_resolved *res) {
     if (!f) return 0;
     long flags = strtol(f + 6, NULL, 8);
     return (flags & O_ACCMODE) != O_RDONLY;
+}
+
+static struct cv_reply inject_checked(struct cv_notif *n, int fd, int flags) {
+    if (!cv_notif_valid(n)) {
+        close(fd);
+        return cv_err(ESRCH);
+    }
+    return cv_notif_inject(n, fd, flags & O_CLOEXEC);
+}
+
+/* Open a FIFO without blocking the receiver (the other end may need a notification answered
+ * first), then give it the guest's blocking mode. */
+static int open_fifo_at(int dir, const char *name, int flags) {
+    int fd = openat(dir, name, (flags & ~O_CLOEXEC) | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    if (fd >= 0 && !(flags & O_NONBLOCK)) fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    return fd;
+}
+
+/* /proc/self/fd/N reopened for writing on a host file: the file is copied up and the copy opened. */
+static struct cv_reply reopen_copy_up(struct cv_notif *n, const struct cv_resolved *res, int flags) {
+    char real[PATH_MAX], vpath[PATH_MAX];
+    if (cv_readlink(res->path, real, sizeof real) < 0 || cv_virtual_of_real(n->run, real, vpath, sizeof vpath) < 0)
+        return cv_err(EROFS);
+    struct cv_vnode v;
+    int e = cv_vresolve(n, AT_FDCWD, vpath, 0, &v);
+    if (e < 0 || !v.exists || v.in_proc || !S_ISREG(v.st.st_mode)) {
+        if (e == 0) cv_vnode_release(&v);
+        return cv_err(EROFS);
+    }
+    e = v.layer == CV_LOWER ? cv_ov_copy_up(n->run, &v, !(flags & O_TRUNC)) : 0;
+    cv_vnode_release(&v);
+    if (e < 0) return cv_err(-e);
+    int fd = cv_ov_open_upper(n->run, vpath, flags & ~(O_CREAT | O_EXCL | O_CLOEXEC), 0);
+    if (fd < 0) return cv_err(-fd);
+    return inject_checked(n, fd, flags);
 }
 
 /* /proc/sys/kernel/hostname agrees with uname: a memfd holding the sandbox's name. */
@@ -71,7 +111,7 @@ static struct cv_reply open_proc(struct cv_notif *n, const struct cv_resolved *r
         return cv_err(EACCES); /* a procfs mounted elsewhere */
     if (writes(flags)) {
         if (!res->proc_pid) return cv_err(EROFS); /* /proc/sys and friends change the host */
-        if (res->magic_fd >= 0 && !reopen_writable(n, res)) return cv_err(EROFS);
+        if (res->magic_fd >= 0 && !reopen_writable(n, res)) return reopen_copy_up(n, res, flags);
         if (res->magic && res->magic_fd < 0 && !S_ISFIFO(res->st.st_mode) && !S_ISSOCK(res->st.st_mode))
             return cv_err(EROFS); /* cwd, root, exe, map_files: host files */
     }
@@ -87,6 +127,70 @@ static struct cv_reply open_proc(struct cv_notif *n, const struct cv_resolved *r
         return cv_err(ESRCH);
     }
     return cv_notif_inject(n, fd, flags & O_CLOEXEC);
+}
+
+/* Parent directory writable and searchable, as the kernel checks it (the supervisor has the guest's
+ * uid; the host directory's permission decides, as overlayfs does). */
+static int may_change_in(const struct cv_vnode *v) {
+    int dir = v->plow >= 0 ? v->plow : v->pup;
+    if (dir < 0) return -ENOENT;
+    char self[64];
+    snprintf(self, sizeof self, "/proc/self/fd/%d", dir);
+    return access(self, W_OK | X_OK) < 0 && errno != EROFS ? -errno : 0;
+}
+
+static void parent_of(const char *vpath, char *out) {
+    snprintf(out, PATH_MAX, "%s", vpath);
+    char *slash = strrchr(out, '/');
+    if (slash == out) out[1] = 0;
+    else *slash = 0;
+}
+
+/* O_CREAT of a missing name: made in the upper, the guest's umask applied. */
+static struct cv_reply create(struct cv_notif *n, const struct cv_vnode *v, int flags, mode_t mode) {
+    const struct cv_run *r = n->run;
+    if (r->upper_fd < 0) return cv_err(EROFS);
+    if (v->trailing) return cv_err(EISDIR);
+    if (flags & O_DIRECTORY) return cv_err(EINVAL);
+    if (cv_ov_reserved(v->name)) return cv_err(EINVAL);
+    int e = may_change_in(v);
+    if (e < 0) return cv_err(-e);
+    char parent[PATH_MAX];
+    parent_of(v->vpath, parent);
+    cv_autoclose int dir = cv_ov_upper_dir(r, parent);
+    if (dir < 0) return cv_err(-dir);
+    int base = (flags & ~(O_CREAT | O_EXCL | O_CLOEXEC)) | O_CLOEXEC | O_NOFOLLOW;
+    int fd = openat(dir, v->name, base | O_CREAT | O_EXCL, 0600);
+    if (fd >= 0) {
+        fchmod(fd, mode & 07777 & ~cv_notif_umask(n));
+        if (r->upper) cv_ov_unwhiteout(dir, v->name);
+    } else if (errno == EEXIST && !(flags & O_EXCL)) {
+        fd = openat(dir, v->name, base); /* made meanwhile by another run of this sandbox */
+    }
+    if (fd < 0) return cv_err(errno);
+    return inject_checked(n, fd, flags);
+}
+
+static struct cv_reply open_tmpfile(struct cv_notif *n, const struct cv_vnode *v, int flags, mode_t mode) {
+    if (!v->exists) return cv_err(ENOENT);
+    if (!S_ISDIR(v->st.st_mode)) return cv_err(ENOTDIR);
+    if (n->run->upper_fd < 0) return cv_err(EROFS);
+    cv_autoclose int dir = cv_ov_upper_dir(n->run, v->vpath);
+    if (dir < 0) return cv_err(-dir);
+    int fd = openat(dir, ".", (flags & ~O_CLOEXEC) | O_CLOEXEC, mode & 07777 & ~cv_notif_umask(n));
+    if (fd < 0) return cv_err(errno);
+    return inject_checked(n, fd, flags);
+}
+
+/* An existing object, opened by the supervisor in its layer. */
+static struct cv_reply open_existing(struct cv_notif *n, const struct cv_vnode *v, int flags) {
+    int oflags = (flags & ~(O_CREAT | O_EXCL | O_CLOEXEC)) | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY;
+    int dir = v->layer == CV_UPPER ? v->pup : v->plow;
+    const char *name = *v->name ? v->name : ".";
+    if (dir < 0) return cv_err(ENOENT);
+    int fd = S_ISFIFO(v->st.st_mode) ? open_fifo_at(dir, name, oflags) : openat(dir, name, oflags);
+    if (fd < 0) return cv_err(errno);
+    return inject_checked(n, fd, flags);
 }
 
 struct cv_reply cv_h_open(struct cv_notif *n) {
@@ -108,17 +212,50 @@ struct cv_reply cv_h_open(struct cv_notif *n) {
     char path[PATH_MAX];
     int r = cv_notif_path(n, path_addr, path, sizeof path);
     if (r < 0) return cv_err(-r);
-    int w = writes(flags);
-    int rflags = ((flags & O_NOFOLLOW) || ((flags & O_CREAT) && (flags & O_EXCL)) ? 0 : CV_RES_FOLLOW) |
-                 (w || (flags & O_CREAT) ? CV_RES_PARENT | CV_RES_STAT : 0);
-    struct cv_resolved res;
-    r = cv_resolve(n, dirfd, path, rflags, &res);
+    int w = writes(flags), creat = flags & O_CREAT, excl = creat && (flags & O_EXCL);
+    int tmpfile = (flags & O_TMPFILE) == O_TMPFILE;
+    int rflags = ((flags & O_NOFOLLOW) || excl ? 0 : CV_RES_FOLLOW) | (w || creat ? CV_RES_PARENT : 0);
+    struct cv_vnode v;
+    r = cv_vresolve(n, dirfd, path, rflags, &v);
     if (r < 0) return cv_err(-r);
-    if (res.in_proc) return open_proc(n, &res, flags, mode);
-    if (!res.exists) return (flags & O_CREAT) ? cv_err(EROFS) : cv_continue();
-    if ((flags & O_CREAT) && (flags & O_EXCL)) return cv_err(EEXIST);
-    if (!w) return cv_continue();
-    if (S_ISDIR(res.st.st_mode)) return cv_err((flags & O_TMPFILE) == O_TMPFILE ? EROFS : EISDIR);
-    if (S_ISCHR(res.st.st_mode) && cv_writable_device(n->run, res.st.st_rdev)) return cv_continue();
-    return cv_err(EROFS);
+    struct cv_reply out;
+    const struct stat *st = &v.st;
+    if (v.in_proc) {
+        out = open_proc(n, &v.proc, flags, mode);
+    } else if (tmpfile) {
+        out = open_tmpfile(n, &v, flags, mode);
+    } else if (!v.exists) {
+        out = creat ? create(n, &v, flags, mode) : cv_err(ENOENT);
+    } else if (excl) {
+        out = cv_err(EEXIST);
+    } else if (S_ISLNK(st->st_mode)) {
+        out = (flags & O_PATH) ? (v.touched ? open_existing(n, &v, flags) : cv_continue()) : cv_err(ELOOP);
+    } else if ((flags & O_DIRECTORY) && !S_ISDIR(st->st_mode)) {
+        out = cv_err(ENOTDIR);
+    } else if (S_ISDIR(st->st_mode)) {
+        out = w ? cv_err(EISDIR) : v.touched || v.layer == CV_UPPER ? open_existing(n, &v, flags) : cv_continue();
+    } else if (S_ISCHR(st->st_mode) && cv_writable_device(n->run, st->st_rdev)) {
+        out = v.touched ? open_existing(n, &v, flags) : cv_continue();
+    } else if (!w) {
+        out = v.touched || v.layer == CV_UPPER ? open_existing(n, &v, flags) : cv_continue();
+    } else if (v.layer == CV_UPPER) {
+        out = open_existing(n, &v, flags);
+    } else if (!S_ISREG(st->st_mode)) {
+        out = cv_err(S_ISSOCK(st->st_mode) ? ENXIO : EROFS); /* host devices and FIFOs stay read-only */
+    } else {
+        /* A host file opened for writing: permission as on the host, then copy-up. */
+        char self[64];
+        cv_autoclose int fd = cv_vnode_open(&v, 0);
+        snprintf(self, sizeof self, "/proc/self/fd/%d", fd);
+        if (fd < 0 || (access(self, W_OK) < 0 && errno != EROFS)) {
+            out = cv_err(fd < 0 ? -fd : errno);
+        } else if ((r = cv_ov_copy_up(n->run, &v, !(flags & O_TRUNC))) < 0) {
+            out = cv_err(-r);
+        } else {
+            int ufd = cv_ov_open_upper(n->run, v.vpath, flags & ~(O_CREAT | O_EXCL | O_CLOEXEC), 0);
+            out = ufd < 0 ? cv_err(-ufd) : inject_checked(n, ufd, flags);
+        }
+    }
+    cv_vnode_release(&v);
+    return out;
 }

@@ -1,10 +1,15 @@
 /* bind and listen. Done by the supervisor on a dup of the guest's socket with
  * its own copy of the address, so a racing thread cannot swap the address
  * after the check. Inet ports need --allow-listen (port 0, the client's
- * ephemeral bind, is always fine); unix socket paths would create a file. */
+ * ephemeral bind, is always fine); a unix socket path is made in the upper
+ * layer, bound through /proc/self/fd/<upper dir>/<name> (the real path would not
+ * fit in sun_path). Connecting to it needs connect notified: not yet. */
 #include <errno.h>
 #include <netinet/in.h>
 #include <stddef.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -14,6 +19,45 @@
 #include "common/util.h"
 #include "guest/mem.h"
 #include "handlers.h"
+#include "overlay/layers.h"
+#include "overlay/vfs.h"
+
+static struct cv_reply bind_path(struct cv_notif *n, const struct sockaddr_un *un, socklen_t len) {
+    char path[sizeof un->sun_path + 1];
+    size_t pl = len - offsetof(struct sockaddr_un, sun_path);
+    memcpy(path, un->sun_path, pl);
+    path[pl] = 0;
+    struct cv_vnode v;
+    int e = cv_vresolve(n, AT_FDCWD, path, CV_RES_PARENT, &v);
+    if (e < 0) return cv_err(-e);
+    if (v.exists) e = -EADDRINUSE;
+    else if (v.in_proc || n->run->upper_fd < 0) e = -EROFS;
+    else if (cv_ov_reserved(v.name)) e = -EINVAL;
+    struct cv_reply out;
+    if (e < 0) {
+        out = cv_err(-e);
+    } else {
+        char parent[PATH_MAX];
+        snprintf(parent, sizeof parent, "%s", v.vpath);
+        char *slash = strrchr(parent, '/');
+        if (slash == parent) parent[1] = 0;
+        else *slash = 0;
+        cv_autoclose int dir = cv_ov_upper_dir(n->run, parent);
+        cv_autoclose int dup = dir < 0 ? -1 : cv_notif_dup_fd(n, (int)n->req->data.args[0]);
+        struct sockaddr_un real = {.sun_family = AF_UNIX};
+        int w = snprintf(real.sun_path, sizeof real.sun_path, "/proc/self/fd/%d/%s", dir, v.name);
+        if (dir < 0) out = cv_err(-dir);
+        else if (dup < 0) out = cv_err(EBADF);
+        else if (w >= (int)sizeof real.sun_path) out = cv_err(ENAMETOOLONG);
+        else if (bind(dup, (struct sockaddr *)&real, sizeof real) < 0) out = cv_err(errno);
+        else {
+            cv_ov_unwhiteout(dir, v.name);
+            out = cv_val(0);
+        }
+    }
+    cv_vnode_release(&v);
+    return out;
+}
 
 static struct cv_reply do_bind(struct cv_notif *n) {
     const __u64 *a = n->req->data.args;
@@ -25,7 +69,7 @@ static struct cv_reply do_bind(struct cv_notif *n) {
     if (!cv_notif_valid(n)) return cv_err(ESRCH);
     if (ss.ss_family == AF_UNIX) {
         const struct sockaddr_un *un = (const struct sockaddr_un *)&ss;
-        if (len > offsetof(struct sockaddr_un, sun_path) && un->sun_path[0]) return cv_err(EROFS);
+        if (len > offsetof(struct sockaddr_un, sun_path) && un->sun_path[0]) return bind_path(n, un, len);
     } else if (ss.ss_family == AF_INET || ss.ss_family == AF_INET6) {
         in_port_t port = ss.ss_family == AF_INET ? ((struct sockaddr_in *)&ss)->sin_port
                                                  : ((struct sockaddr_in6 *)&ss)->sin6_port;

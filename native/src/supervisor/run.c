@@ -316,6 +316,8 @@ static void run_destroy(struct cv_run *r) {
     for (size_t i = 0; i < r->argc; i++) free(r->argv[i]);
     for (size_t i = 0; i < r->envc; i++) free(r->envp[i]);
     for (size_t i = 0; i < r->nhide; i++) free(r->hide[i]);
+    for (size_t i = 0; i < r->ncwd; i++) free(r->cwds[i].vpath);
+    free(r->cwds);
     free(r->argv);
     free(r->envp);
     free(r->hide);

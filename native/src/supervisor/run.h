@@ -12,6 +12,15 @@
 
 #define CV_MAX_NR 512
 
+/* A process whose working directory exists only in the upper layer, where the
+ * kernel cannot follow the guest's own path: the supervisor remembers it. */
+struct cv_cwd {
+    pid_t tgid;
+    unsigned long long start; /* the process's start time (pid reuse) */
+    unsigned long long since; /* boot-time ticks when set: children forked later inherit */
+    char *vpath;
+};
+
 struct cv_run {
     /* configuration, fixed once started */
     char *helper;
@@ -48,6 +57,8 @@ struct cv_run {
     char spawn_msg[200];
     struct timespec t0;
     cv_run_result result;
+    struct cv_cwd *cwds;      /* working directories the kernel cannot hold (handlers/cwd.c) */
+    size_t ncwd, cwd_cap;
     atomic_ulong counts[CV_MAX_NR];
     atomic_ulong total;
 };

@@ -1,0 +1,218 @@
+/* chdir, fchdir, getcwd. The kernel's cwd is always a real directory, host or
+ * upper, and the virtual cwd is read back from it (/proc/<tid>/cwd with the
+ * upper root stripped), so fork, exec and threads need no bookkeeping. When
+ * the kernel cannot reach the target by the guest's own path (a directory that
+ * exists only in the upper layer, named from the host side), the supervisor
+ * remembers the virtual cwd for that process instead ("override"), and every
+ * path handler starts relative paths there. fchdir and a chdir the kernel can
+ * follow drop the override. */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/sysnr.h"
+#include "common/util.h"
+#include "handlers.h"
+#include "overlay/layers.h"
+#include "overlay/vfs.h"
+
+/* Fields of /proc/<pid>/stat: ppid and start time. */
+static int proc_stat(pid_t pid, pid_t *ppid, unsigned long long *start) {
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    if (cv_read_small(path, buf, sizeof buf) <= 0) return -1;
+    char *p = strrchr(buf, ')');
+    if (!p) return -1;
+    int pp = 0;
+    unsigned long long st = 0;
+    /* ") S ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime cutime cstime prio nice threads itreal start" */
+    if (sscanf(p + 2, "%*c %d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu", &pp, &st) != 2)
+        return -1;
+    *ppid = pp;
+    *start = st;
+    return 0;
+}
+
+static unsigned long long now_ticks(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_BOOTTIME, &ts);
+    long hz = sysconf(_SC_CLK_TCK);
+    return (unsigned long long)ts.tv_sec * (unsigned long long)hz +
+           (unsigned long long)ts.tv_nsec / (1000000000ull / (unsigned long long)hz);
+}
+
+static struct cv_cwd *find(struct cv_run *r, pid_t tgid) {
+    for (size_t i = 0; i < r->ncwd; i++)
+        if (r->cwds[i].tgid == tgid) return &r->cwds[i];
+    return NULL;
+}
+
+static void drop(struct cv_run *r, pid_t tgid) {
+    struct cv_cwd *c = find(r, tgid);
+    if (!c) return;
+    free(c->vpath);
+    *c = r->cwds[--r->ncwd];
+}
+
+static int set(struct cv_run *r, pid_t tgid, unsigned long long start, const char *vpath) {
+    struct cv_cwd *c = find(r, tgid);
+    if (!c) {
+        if (r->ncwd == r->cwd_cap) {
+            size_t cap = r->cwd_cap ? r->cwd_cap * 2 : 8;
+            struct cv_cwd *nc = realloc(r->cwds, cap * sizeof *nc);
+            if (!nc) return -ENOMEM;
+            r->cwds = nc;
+            r->cwd_cap = cap;
+        }
+        c = &r->cwds[r->ncwd++];
+        c->vpath = NULL;
+    }
+    char *v = strdup(vpath);
+    if (!v) {
+        *c = r->cwds[--r->ncwd];
+        return -ENOMEM;
+    }
+    free(c->vpath);
+    c->tgid = tgid;
+    c->start = start;
+    c->since = now_ticks();
+    c->vpath = v;
+    return 0;
+}
+
+int cv_cwd_override(struct cv_notif *n, char *out, size_t len) {
+    struct cv_run *r = n->run;
+    if (!r->ncwd) return 0;
+    pid_t tgid = cv_notif_tgid(n), ppid;
+    unsigned long long start;
+    if (proc_stat(tgid, &ppid, &start) < 0) return 0;
+    struct cv_cwd *c = find(r, tgid);
+    if (c && c->start == start) return snprintf(out, len, "%s", c->vpath) < (int)len;
+    if (c) drop(r, tgid); /* a dead process's pid, reused */
+    /* A child forked after an ancestor's override inherits it (fork copies the cwd). */
+    unsigned long long child_start = start;
+    for (int depth = 0; depth < 64 && ppid > 1; depth++) {
+        pid_t pp2;
+        unsigned long long pstart;
+        if (proc_stat(ppid, &pp2, &pstart) < 0) break;
+        struct cv_cwd *pc = find(r, ppid);
+        if (pc && pc->start == pstart) {
+            if (pc->since > child_start) return 0; /* forked before the parent moved */
+            char v[PATH_MAX];
+            snprintf(v, sizeof v, "%s", pc->vpath);
+            set(r, tgid, start, v);
+            return snprintf(out, len, "%s", v) < (int)len;
+        }
+        child_start = pstart;
+        ppid = pp2;
+    }
+    return 0;
+}
+
+static struct cv_reply do_getcwd(struct cv_notif *n) {
+    const __u64 *a = n->req->data.args;
+    char v[PATH_MAX];
+    if (!cv_cwd_override(n, v, sizeof v)) {
+        char link[64], real[PATH_MAX];
+        snprintf(link, sizeof link, "/proc/%d/cwd", (int)n->tid);
+        if (cv_readlink(link, real, sizeof real) < 0) return cv_err(ENOENT);
+        int e = cv_virtual_of_real(n->run, real, v, sizeof v);
+        if (e < 0) return cv_err(-e);
+    }
+    size_t need = strlen(v) + 1;
+    if (a[1] < need) return cv_err(ERANGE);
+    if (cv_notif_write(n, a[0], v, need) < 0) return cv_err(EFAULT);
+    return cv_val((int64_t)need);
+}
+
+/* The real directory the kernel's cwd should be for a virtual directory. */
+static int same_dir(int fd, const struct stat *want) {
+    struct stat st;
+    return fstat(fd, &st) == 0 && st.st_dev == want->st_dev && st.st_ino == want->st_ino;
+}
+
+/* Does the kernel, following the guest's own string from its own cwd, land on the directory the
+ * merged view names? 1, 0, or -errno when the guest may not enter it. */
+static int kernel_agrees(struct cv_notif *n, const char *path, const struct cv_vnode *v) {
+    char link[64];
+    snprintf(link, sizeof link, "/proc/%d/cwd", (int)n->tid);
+    cv_autoclose int kcwd = open(link, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    struct open_how how = {.flags = O_PATH | O_DIRECTORY | O_CLOEXEC, .resolve = RESOLVE_NO_MAGICLINKS};
+    cv_autoclose int kfd = kcwd >= 0 ? (int)syscall(__NR_openat2, kcwd, path, &how, sizeof how) : -1;
+    cv_autoclose int up = v->layer == CV_UPPER ? cv_ov_open_upper(n->run, v->vpath, O_PATH | O_DIRECTORY, 0) : -1;
+    cv_autoclose int low = v->layer == CV_LOWER || v->lower_dir ? open(v->vpath, O_PATH | O_DIRECTORY | O_CLOEXEC) : -1;
+    struct stat ust, lst;
+    int ok = 0;
+    if (kfd >= 0 && up >= 0 && fstat(up, &ust) == 0 && same_dir(kfd, &ust)) ok = 1;
+    if (kfd >= 0 && low >= 0 && fstat(low, &lst) == 0 && same_dir(kfd, &lst)) ok = 1;
+    /* Search permission, as the kernel checks it (the supervisor has the guest's uid). */
+    int check = up >= 0 ? up : low;
+    if (check >= 0) {
+        char self[64];
+        snprintf(self, sizeof self, "/proc/self/fd/%d", check);
+        if (access(self, X_OK) < 0) return -errno;
+    }
+    return ok;
+}
+
+static struct cv_reply do_chdir(struct cv_notif *n) {
+    struct cv_run *r = n->run;
+    char path[PATH_MAX];
+    int e = cv_notif_path(n, n->req->data.args[0], path, sizeof path);
+    if (e < 0) return cv_err(-e);
+    struct cv_vnode v;
+    e = cv_vresolve(n, AT_FDCWD, path, CV_RES_FOLLOW, &v);
+    if (e < 0) return cv_err(-e);
+    struct cv_reply out;
+    if (v.in_proc) {
+        drop(r, cv_notif_tgid(n));
+        out = cv_continue(); /* procfs: the host's view (pids filtered on open) */
+        goto done;
+    }
+    if (!v.exists) {
+        out = cv_err(ENOENT);
+        goto done;
+    }
+    if (!S_ISDIR(v.st.st_mode)) {
+        out = cv_err(ENOTDIR);
+        goto done;
+    }
+    int ok = kernel_agrees(n, path, &v);
+    if (ok < 0) {
+        out = cv_err(-ok);
+        goto done;
+    }
+    if (ok) {
+        drop(r, cv_notif_tgid(n));
+        out = cv_continue();
+        goto done;
+    }
+    pid_t tgid = cv_notif_tgid(n), ppid;
+    unsigned long long start;
+    if (proc_stat(tgid, &ppid, &start) < 0) {
+        out = cv_err(ESRCH);
+        goto done;
+    }
+    e = set(r, tgid, start, v.vpath);
+    out = e < 0 ? cv_err(-e) : cv_val(0);
+done:
+    cv_vnode_release(&v);
+    return out;
+}
+
+struct cv_reply cv_h_cwd(struct cv_notif *n) {
+    switch (n->req->data.nr) {
+    case __NR_getcwd: return do_getcwd(n);
+    case __NR_chdir: return do_chdir(n);
+    default: /* fchdir: every directory fd is a real host or upper directory */
+        if (n->run->ncwd) drop(n->run, cv_notif_tgid(n));
+        return cv_continue();
+    }
+}

@@ -1,0 +1,190 @@
+/* getdents64, getdents. A host directory with no changes in the upper layer and
+ * no hidden entries is listed natively (CONTINUE). Any other directory — an
+ * upper one, a host one the guest changed since it opened it, one holding a
+ * hidden name, /proc (other processes are not listed) — is listed from a
+ * merged snapshot (overlay/dirsnap.c): the guest's own file offset is the
+ * cursor (slot << 32 | index), so dup, fork, rewinddir, telldir and seekdir
+ * behave, and deleting entries while reading (rm -rf) skips nothing. */
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "common/sysnr.h"
+#include "common/util.h"
+#include "handlers.h"
+#include "overlay/dirsnap.h"
+#include "overlay/layers.h"
+#include "overlay/vfs.h"
+
+#define MAX_BATCH (1u << 20)
+
+struct skip_ctx {
+    struct cv_notif *n;
+    const char *vdir;
+    int proc; /* the directory is /proc: only this sandbox's pids */
+};
+
+static int skip_name(const char *name, void *arg) {
+    struct skip_ctx *c = arg;
+    if (c->proc) {
+        if (!isdigit((unsigned char)name[0])) return 0;
+        pid_t pid = (pid_t)atoi(name);
+        return !(pid == cv_notif_tgid(c->n) || pid == c->n->run->init_pid || cv_tree_is_member(c->n->run, pid));
+    }
+    char vp[PATH_MAX + NAME_MAX + 2];
+    snprintf(vp, sizeof vp, "%s/%s", strcmp(c->vdir, "/") ? c->vdir : "", name);
+    return cv_vfs_hidden(c->n->run, vp);
+}
+
+/* Some hidden path lives directly in vdir. */
+static int holds_hidden(const struct cv_run *r, const char *vdir) {
+    size_t l = strlen(vdir);
+    for (size_t i = 0; i < r->nhide; i++) {
+        const char *h = r->hide[i];
+        const char *slash = strrchr(h, '/');
+        size_t pl = slash == h ? 1 : (size_t)(slash - h);
+        if (pl == l && !strncmp(h, vdir, l)) return 1;
+    }
+    return 0;
+}
+
+static int upper_twin(const struct cv_run *r, const char *vdir) {
+    if (r->upper_fd < 0) return -1;
+    if (!strcmp(vdir, "/")) return openat(r->upper_fd, ".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    struct open_how how = {.flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
+                           .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS};
+    return (int)syscall(__NR_openat2, r->upper_fd, vdir + 1, &how, sizeof how);
+}
+
+/* A host directory listed by the kernel on a dup of the guest's fd (so the offset is the kernel's
+ * own), with some names taken out: /proc's other processes, hidden entries. */
+static struct cv_reply filtered(struct cv_notif *n, struct skip_ctx *ctx) {
+    const __u64 *a = n->req->data.args;
+    cv_autoclose int dup = cv_notif_dup_fd(n, (int)a[0]);
+    if (dup < 0) return cv_err(EBADF);
+    size_t count = (size_t)(unsigned)a[2];
+    if (count > MAX_BATCH) count = MAX_BATCH;
+    char *buf = malloc(count ? count : 1);
+    if (!buf) return cv_err(ENOMEM);
+    struct cv_reply out;
+    for (;;) {
+        long len = syscall(__NR_getdents64, dup, buf, count);
+        if (len <= 0) {
+            out = len < 0 ? cv_err(errno) : cv_val(0);
+            break;
+        }
+        size_t w = 0;
+        for (long off = 0; off < len;) {
+            struct cv_dirent *d = (struct cv_dirent *)(buf + off);
+            size_t rl = d->reclen;
+            if (!skip_name(d->name, ctx)) {
+                if (w != (size_t)off) memmove(buf + w, d, rl);
+                w += rl;
+            }
+            off += (long)rl;
+        }
+        if (w == 0) continue; /* all taken out: read on, an empty answer would mean the end */
+        out = cv_notif_write(n, a[1], buf, w) < 0 ? cv_err(EFAULT) : cv_val((int64_t)w);
+        break;
+    }
+    free(buf);
+    return out;
+}
+
+static struct cv_reply list(struct cv_notif *n, int upper, int lower, struct skip_ctx *ctx) {
+    const __u64 *a = n->req->data.args;
+    cv_autoclose int dup = cv_notif_dup_fd(n, (int)a[0]);
+    if (dup < 0) return cv_err(EBADF);
+    off_t pos = lseek(dup, 0, SEEK_CUR);
+    if (pos < 0) return cv_err(errno);
+    uint32_t slot = cv_dirsnap_off_slot((uint64_t)pos), idx = cv_dirsnap_off_idx((uint64_t)pos);
+    if (pos != 0 && slot == 0) return cv_continue(); /* a native listing in progress: finish it natively */
+    struct cv_dirsnap *s = pos ? cv_dirsnap_get(slot) : NULL;
+    /* The offset is the guest's to set: a slot of another directory (or sandbox) is not shown. */
+    if (s && !cv_dirsnap_matches(s, upper, lower)) {
+        cv_dirsnap_unref(s);
+        s = NULL;
+    }
+    if (!s) {
+        s = cv_dirsnap_build(upper, lower, skip_name, ctx);
+        if (!s) return cv_err(errno ? errno : ENOMEM);
+        slot = cv_dirsnap_store(s);
+        if (!pos) idx = 0;
+    }
+    size_t count = (size_t)(unsigned)a[2];
+    if (count > MAX_BATCH) count = MAX_BATCH;
+    char *buf = malloc(count ? count : 1);
+    if (!buf) {
+        cv_dirsnap_unref(s);
+        return cv_err(ENOMEM);
+    }
+    uint32_t next = idx;
+    ssize_t len = cv_dirsnap_fill(s, slot, idx, buf, count, &next);
+    cv_dirsnap_unref(s);
+    struct cv_reply out;
+    if (len < 0) out = cv_err((int)-len);
+    else if (len > 0 && cv_notif_write(n, a[1], buf, (size_t)len) < 0) out = cv_err(EFAULT);
+    else {
+        if (len == 0) cv_dirsnap_drop(slot); /* the end: a seekdir back rebuilds */
+        lseek(dup, (off_t)cv_dirsnap_off(slot, next), SEEK_SET);
+        out = cv_val(len);
+    }
+    free(buf);
+    return out;
+}
+
+struct cv_reply cv_h_dirent(struct cv_notif *n) {
+    const struct cv_run *r = n->run;
+    int gfd = (int)n->req->data.args[0];
+    char link[64], real[PATH_MAX], vdir[PATH_MAX];
+    snprintf(link, sizeof link, "/proc/%d/fd/%d", (int)n->tid, gfd);
+    if (cv_readlink(link, real, sizeof real) < 0) return cv_err(EBADF);
+    if (real[0] != '/') return cv_continue(); /* not a directory: the kernel says ENOTDIR */
+    int old_abi = n->req->data.nr == __NR_getdents;
+    struct skip_ctx ctx = {.n = n, .vdir = vdir};
+    if (!strcmp(real, "/proc")) {
+        if (old_abi) return cv_err(EINVAL);
+        strcpy(vdir, "/proc");
+        ctx.proc = 1;
+        return filtered(n, &ctx);
+    }
+    if (!strncmp(real, "/proc/", 6)) return cv_continue(); /* a process of the sandbox (opens are checked) */
+    if (cv_virtual_of_real(r, real, vdir, sizeof vdir) < 0) return cv_err(ENOENT);
+    int in_upper = r->upper && !strncmp(real, r->upper, strlen(r->upper)) &&
+                   (real[strlen(r->upper)] == '/' || !real[strlen(r->upper)]);
+    cv_autoclose int up = -1;
+    cv_autoclose int low = -1;
+    if (in_upper) {
+        up = open(link, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (up < 0) return cv_err(EBADF);
+        /* The host twin shows through unless the directory is opaque or replaced a host one. */
+        struct cv_vnode v;
+        if (cv_vresolve(n, AT_FDCWD, vdir, 0, &v) == 0) {
+            if (v.exists && v.lower_dir && !v.opaque) low = open(vdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+            cv_vnode_release(&v);
+        }
+    } else {
+        up = upper_twin(r, vdir);
+        if (up < 0) /* a host directory with no changes: native, hidden names taken out */
+            return holds_hidden(r, vdir) && !old_abi ? filtered(n, &ctx) : cv_continue();
+        if (up >= 0) {
+            int rd = openat(up, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+            close(up);
+            up = rd;
+        }
+        /* An opaque twin: the host directory the guest holds was deleted and made again. */
+        if (up < 0 || faccessat(up, CV_OPAQUE_NAME, F_OK, AT_SYMLINK_NOFOLLOW) != 0) {
+            low = open(link, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+            if (low < 0) return cv_err(EBADF);
+        }
+    }
+    if (old_abi) return up >= 0 && low < 0 ? cv_continue() : cv_err(EINVAL); /* legacy getdents: native only */
+    return list(n, up, low, &ctx);
+}

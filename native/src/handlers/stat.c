@@ -1,0 +1,244 @@
+/* Look-ups in the merged view: stat, lstat, newfstatat, statx, access,
+ * faccessat(2), readlink(at), statfs, getxattr, lgetxattr, listxattr,
+ * llistxattr, inotify_add_watch. The path is resolved over the layers and the
+ * answer is taken from the real object in its layer (opened O_PATH by the
+ * supervisor, never through a symlink) and written into the guest's buffer. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/inotify.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/syscall.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include "common/util.h"
+#include "handlers.h"
+#include "overlay/vfs.h"
+
+#ifndef AT_EMPTY_PATH
+#define AT_EMPTY_PATH 0x1000
+#endif
+
+/* The real object of a resolved node, O_PATH. -errno on failure. */
+int cv_vnode_open(const struct cv_vnode *v, int flags) {
+    if (v->in_proc) {
+        int fd = open(v->proc.path, O_PATH | O_NOFOLLOW | O_CLOEXEC | flags);
+        return fd < 0 ? -errno : fd;
+    }
+    int dir = v->layer == CV_UPPER ? v->pup : v->plow;
+    if (dir < 0) return -ENOENT;
+    int fd = openat(dir, *v->name ? v->name : ".", O_PATH | O_NOFOLLOW | O_CLOEXEC | flags);
+    return fd < 0 ? -errno : fd;
+}
+
+/* The guest may not see other processes' /proc entries. */
+static int proc_visible(struct cv_notif *n, const struct cv_vnode *v) {
+    pid_t pid = v->proc.proc_pid;
+    return !pid || pid == cv_notif_tgid(n) || pid == n->run->init_pid || cv_tree_is_member(n->run, pid);
+}
+
+/* Resolve the path argument of this call. For AT_EMPTY_PATH with "", the dirfd itself. */
+static int resolve_arg(struct cv_notif *n, int dirfd, uint64_t addr, int flags, int empty_ok, struct cv_vnode *v,
+                       int *fd_only) {
+    char path[PATH_MAX];
+    int e = cv_notif_path(n, addr, path, sizeof path);
+    *fd_only = 0;
+    if (e < 0) return e;
+    if (!*path && empty_ok) {
+        *fd_only = 1;
+        return 0;
+    }
+    e = cv_vresolve(n, dirfd, path, flags, v);
+    if (e < 0) return e;
+    if (v->in_proc && !proc_visible(n, v)) {
+        cv_vnode_release(v);
+        return -ENOENT;
+    }
+    if (!v->exists) {
+        cv_vnode_release(v);
+        return -ENOENT;
+    }
+    return 0;
+}
+
+static struct cv_reply reply_write(struct cv_notif *n, uint64_t addr, const void *buf, size_t len, int64_t val) {
+    return cv_notif_write(n, addr, buf, len) < 0 ? cv_err(EFAULT) : cv_val(val);
+}
+
+static struct cv_reply do_stat(struct cv_notif *n, int dirfd, uint64_t path, uint64_t buf, int flags) {
+    struct cv_vnode v;
+    int fd_only;
+    int e = resolve_arg(n, dirfd, path, (flags & AT_SYMLINK_NOFOLLOW) ? 0 : CV_RES_FOLLOW, flags & AT_EMPTY_PATH, &v,
+                        &fd_only);
+    if (e < 0) return cv_err(-e);
+    struct stat st;
+    if (fd_only) {
+        cv_autoclose int fd = cv_notif_dup_fd(n, dirfd);
+        if (fd < 0) return cv_err(EBADF);
+        if (fstat(fd, &st) < 0) return cv_err(errno);
+    } else {
+        st = v.st;
+        if (v.in_proc && ((flags & AT_SYMLINK_NOFOLLOW) ? lstat(v.proc.path, &st) : stat(v.proc.path, &st)) < 0)
+            st = v.st;
+        cv_vnode_release(&v);
+    }
+    return reply_write(n, buf, &st, sizeof st, 0);
+}
+
+static struct cv_reply do_statx(struct cv_notif *n) {
+    const __u64 *a = n->req->data.args;
+    int flags = (int)a[2];
+    struct cv_vnode v;
+    int fd_only;
+    int e = resolve_arg(n, (int)a[0], a[1], (flags & AT_SYMLINK_NOFOLLOW) ? 0 : CV_RES_FOLLOW, flags & AT_EMPTY_PATH,
+                        &v, &fd_only);
+    if (e < 0) return cv_err(-e);
+    cv_autoclose int fd = fd_only ? cv_notif_dup_fd(n, (int)a[0]) : cv_vnode_open(&v, 0);
+    if (!fd_only) cv_vnode_release(&v);
+    if (fd < 0) return cv_err(fd_only ? EBADF : -fd);
+    struct statx stx;
+    if (statx(fd, "", AT_EMPTY_PATH | (flags & AT_STATX_SYNC_TYPE), (unsigned)a[3], &stx) < 0) return cv_err(errno);
+    return reply_write(n, a[4], &stx, sizeof stx, 0);
+}
+
+static struct cv_reply do_access(struct cv_notif *n, int dirfd, uint64_t path, int mode, int flags) {
+    if (mode & ~(R_OK | W_OK | X_OK)) return cv_err(EINVAL);
+    struct cv_vnode v;
+    int fd_only;
+    int e = resolve_arg(n, dirfd, path, (flags & AT_SYMLINK_NOFOLLOW) ? 0 : CV_RES_FOLLOW, flags & AT_EMPTY_PATH, &v,
+                        &fd_only);
+    if (e < 0) return cv_err(-e);
+    cv_autoclose int fd = fd_only ? cv_notif_dup_fd(n, dirfd) : cv_vnode_open(&v, 0);
+    if (!fd_only) cv_vnode_release(&v);
+    if (fd < 0) return cv_err(fd_only ? EBADF : -fd);
+    char self[64];
+    snprintf(self, sizeof self, "/proc/self/fd/%d", fd);
+    /* The supervisor has the guest's uid: the kernel's answer for the real object. A host file the
+     * guest may write is copied up on open, so W_OK is the host's permission, not its mount's. */
+    if (faccessat(AT_FDCWD, self, mode, flags & AT_EACCESS) < 0) {
+        if (errno == EROFS && !fd_only) return cv_val(0);
+        return cv_err(errno);
+    }
+    return cv_val(0);
+}
+
+static struct cv_reply do_readlink(struct cv_notif *n, int dirfd, uint64_t path, uint64_t buf, int64_t size) {
+    if (size <= 0) return cv_err(EINVAL);
+    struct cv_vnode v;
+    int fd_only;
+    int e = resolve_arg(n, dirfd, path, 0, 1, &v, &fd_only);
+    if (e < 0) return cv_err(-e);
+    char target[PATH_MAX], mapped[PATH_MAX];
+    ssize_t len;
+    if (fd_only) return cv_err(ENOENT);
+    if (v.in_proc) {
+        len = cv_readlink(v.proc.path, target, sizeof target);
+        cv_vnode_release(&v);
+        if (len < 0) return cv_err((int)-len);
+        /* cwd, exe, fd/N name real paths: the guest sees its virtual ones. */
+        if (target[0] == '/') {
+            const char *p = v.proc.path;
+            size_t pl = strlen(p);
+            if (pl > 4 && !strcmp(p + pl - 4, "/cwd") && v.proc.proc_pid == cv_notif_tgid(n) &&
+                cv_cwd_override(n, mapped, sizeof mapped))
+                snprintf(target, sizeof target, "%s", mapped);
+            else if (cv_virtual_of_real(n->run, target, mapped, sizeof mapped) == 0)
+                snprintf(target, sizeof target, "%s", mapped);
+            len = (ssize_t)strlen(target);
+        }
+    } else {
+        if (!S_ISLNK(v.st.st_mode)) {
+            cv_vnode_release(&v);
+            return cv_err(EINVAL);
+        }
+        len = cv_readlinkat(v.layer == CV_UPPER ? v.pup : v.plow, v.name, target, sizeof target);
+        cv_vnode_release(&v);
+        if (len < 0) return cv_err((int)-len);
+    }
+    size_t out = (size_t)len < (size_t)size ? (size_t)len : (size_t)size;
+    return reply_write(n, buf, target, out, (int64_t)out);
+}
+
+static struct cv_reply do_statfs(struct cv_notif *n) {
+    const __u64 *a = n->req->data.args;
+    struct cv_vnode v;
+    int fd_only;
+    int e = resolve_arg(n, AT_FDCWD, a[0], CV_RES_FOLLOW, 0, &v, &fd_only);
+    if (e < 0) return cv_err(-e);
+    cv_autoclose int fd = cv_vnode_open(&v, 0);
+    cv_vnode_release(&v);
+    if (fd < 0) return cv_err(-fd);
+    struct statfs sf;
+    if (fstatfs(fd, &sf) < 0) return cv_err(errno);
+    return reply_write(n, a[1], &sf, sizeof sf, 0);
+}
+
+static struct cv_reply do_xattr(struct cv_notif *n, int follow, int list) {
+    const __u64 *a = n->req->data.args;
+    struct cv_vnode v;
+    int fd_only;
+    int e = resolve_arg(n, AT_FDCWD, a[0], follow ? CV_RES_FOLLOW : 0, 0, &v, &fd_only);
+    if (e < 0) return cv_err(-e);
+    cv_autoclose int fd = cv_vnode_open(&v, 0);
+    cv_vnode_release(&v);
+    if (fd < 0) return cv_err(-fd);
+    char self[64], name[XATTR_NAME_MAX + 1];
+    snprintf(self, sizeof self, "/proc/self/fd/%d", fd);
+    uint64_t buf = list ? a[1] : a[2];
+    size_t size = (size_t)(list ? a[2] : a[3]);
+    if (size > XATTR_SIZE_MAX) size = XATTR_SIZE_MAX;
+    if (!list) {
+        e = cv_notif_path(n, a[1], name, sizeof name);
+        if (e < 0) return cv_err(e == -ENAMETOOLONG ? ERANGE : -e);
+    }
+    char *val = size ? malloc(size) : NULL;
+    if (size && !val) return cv_err(ENOMEM);
+    ssize_t r = list ? listxattr(self, val, size) : getxattr(self, name, val, size);
+    struct cv_reply out = r < 0 ? cv_err(errno) : size ? reply_write(n, buf, val, (size_t)r, r) : cv_val(r);
+    free(val);
+    return out;
+}
+
+static struct cv_reply do_inotify(struct cv_notif *n) {
+    const __u64 *a = n->req->data.args;
+    uint32_t mask = (uint32_t)a[2];
+    struct cv_vnode v;
+    int fd_only;
+    int e = resolve_arg(n, AT_FDCWD, a[1], (mask & IN_DONT_FOLLOW) ? 0 : CV_RES_FOLLOW, 0, &v, &fd_only);
+    if (e < 0) return cv_err(-e);
+    cv_autoclose int fd = cv_vnode_open(&v, 0);
+    cv_vnode_release(&v);
+    if (fd < 0) return cv_err(-fd);
+    cv_autoclose int ino = cv_notif_dup_fd(n, (int)a[0]);
+    if (ino < 0) return cv_err(EBADF);
+    char self[64];
+    snprintf(self, sizeof self, "/proc/self/fd/%d", fd);
+    int wd = inotify_add_watch(ino, self, mask & ~IN_DONT_FOLLOW);
+    return wd < 0 ? cv_err(errno) : cv_val(wd);
+}
+
+struct cv_reply cv_h_stat(struct cv_notif *n) {
+    const __u64 *a = n->req->data.args;
+    switch (n->req->data.nr) {
+    case __NR_stat: return do_stat(n, AT_FDCWD, a[0], a[1], 0);
+    case __NR_lstat: return do_stat(n, AT_FDCWD, a[0], a[1], AT_SYMLINK_NOFOLLOW);
+    case __NR_newfstatat: return do_stat(n, (int)a[0], a[1], a[2], (int)a[3]);
+    case __NR_statx: return do_statx(n);
+    case __NR_access: return do_access(n, AT_FDCWD, a[0], (int)a[1], 0);
+    case __NR_faccessat: return do_access(n, (int)a[0], a[1], (int)a[2], 0);
+    case __NR_faccessat2: return do_access(n, (int)a[0], a[1], (int)a[2], (int)a[3]);
+    case __NR_readlink: return do_readlink(n, AT_FDCWD, a[0], a[1], (int64_t)(int)a[2]);
+    case __NR_readlinkat: return do_readlink(n, (int)a[0], a[1], a[2], (int64_t)(int)a[3]);
+    case __NR_statfs: return do_statfs(n);
+    case __NR_getxattr: return do_xattr(n, 1, 0);
+    case __NR_lgetxattr: return do_xattr(n, 0, 0);
+    case __NR_listxattr: return do_xattr(n, 1, 1);
+    case __NR_llistxattr: return do_xattr(n, 0, 1);
+    case __NR_inotify_add_watch: return do_inotify(n);
+    default: return cv_err(ENOSYS);
+    }
+}

@@ -1,0 +1,134 @@
+#include "layers.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "common/sysnr.h"
+#include "common/util.h"
+
+int cv_ov_reserved(const char *name) { return !strncmp(name, CV_WH_PREFIX, 4); }
+
+static int wh_name(char *out, size_t len, const char *name) {
+    return snprintf(out, len, CV_WH_PREFIX "%s", name) < (int)len ? 0 : -ENAMETOOLONG;
+}
+
+int cv_ov_whited_out(int upper_dir, const char *name) {
+    char wh[NAME_MAX + 8];
+    if (wh_name(wh, sizeof wh, name) < 0) return 0;
+    return faccessat(upper_dir, wh, F_OK, AT_SYMLINK_NOFOLLOW) == 0;
+}
+
+int cv_ov_whiteout(int upper_dir, const char *name) {
+    char wh[NAME_MAX + 8];
+    if (wh_name(wh, sizeof wh, name) < 0 || strlen(wh) > NAME_MAX) return -ENAMETOOLONG;
+    int fd = openat(upper_dir, wh, O_CREAT | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0) return -errno;
+    close(fd);
+    return 0;
+}
+
+void cv_ov_unwhiteout(int upper_dir, const char *name) {
+    char wh[NAME_MAX + 8];
+    if (wh_name(wh, sizeof wh, name) == 0) unlinkat(upper_dir, wh, 0);
+}
+
+int cv_ov_set_opaque(int upper_dir) {
+    int fd = openat(upper_dir, CV_OPAQUE_NAME, O_CREAT | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0) return -errno;
+    close(fd);
+    return 0;
+}
+
+int cv_ov_open_upper(const struct cv_run *r, const char *vpath, int flags, mode_t mode) {
+    if (r->upper_fd < 0) return -EROFS;
+    struct open_how how = {.flags = (uint64_t)(flags | O_NOFOLLOW | O_CLOEXEC),
+                           .mode = (flags & (O_CREAT | O_TMPFILE)) ? mode : 0,
+                           .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS};
+    const char *rel = vpath[0] == '/' && vpath[1] ? vpath + 1 : ".";
+    int fd = (int)syscall(__NR_openat2, r->upper_fd, rel, &how, sizeof how);
+    return fd < 0 ? -errno : fd;
+}
+
+/* A fresh name in the work directory. */
+void cv_ov_tmpname(char *out, size_t len) {
+    static atomic_ulong seq;
+    snprintf(out, len, "tmp.%d.%d.%lu", (int)getpid(), (int)gettid(), atomic_fetch_add(&seq, 1));
+}
+
+/* Copy mode, times and (when we may) the owner of st onto fd. */
+static void copy_attrs(int fd, const struct stat *st) {
+    if (geteuid() == 0) (void)fchown(fd, st->st_uid, st->st_gid);
+    fchmod(fd, st->st_mode & 07777);
+    struct timespec ts[2] = {st->st_atim, st->st_mtim};
+    futimens(fd, ts);
+}
+
+int cv_ov_upper_dir(const struct cv_run *r, const char *vdir) {
+    if (r->upper_fd < 0) return -EROFS;
+    int cur = openat(r->upper_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (cur < 0) return -errno;
+    char buf[PATH_MAX], host[PATH_MAX] = "";
+    snprintf(buf, sizeof buf, "%s", vdir);
+    for (char *save = NULL, *c = strtok_r(buf, "/", &save); c; c = strtok_r(NULL, "/", &save)) {
+        size_t hl = strlen(host);
+        snprintf(host + hl, sizeof host - hl, "/%s", c);
+        int next = openat(cur, c, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (next < 0 && errno == ENOENT) {
+            /* Make it: a twin of the host directory, built in work and renamed in. */
+            struct stat st;
+            if (lstat(host, &st) < 0 || !S_ISDIR(st.st_mode)) {
+                close(cur);
+                return -ENOENT;
+            }
+            char tmp[64];
+            cv_ov_tmpname(tmp, sizeof tmp);
+            if (mkdirat(r->work_fd, tmp, 0700) < 0) {
+                int e = errno;
+                close(cur);
+                return -e;
+            }
+            int t = openat(r->work_fd, tmp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            if (t >= 0) {
+                copy_attrs(t, &st);
+                close(t);
+            }
+            if (renameat2(r->work_fd, tmp, cur, c, RENAME_NOREPLACE) < 0) unlinkat(r->work_fd, tmp, AT_REMOVEDIR);
+            next = openat(cur, c, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        }
+        int e = errno;
+        close(cur);
+        if (next < 0) return -e;
+        cur = next;
+    }
+    return cur;
+}
+
+int cv_ov_rmdir_upper(int parent, const char *name) {
+    int fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) return -errno;
+    DIR *d = fdopendir(fd);
+    if (!d) {
+        close(fd);
+        return -ENOMEM;
+    }
+    struct dirent *de;
+    int e = 0;
+    while ((de = readdir(d))) {
+        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) continue;
+        if (!cv_ov_reserved(de->d_name)) {
+            e = -ENOTEMPTY;
+            break;
+        }
+        unlinkat(dirfd(d), de->d_name, 0);
+    }
+    closedir(d);
+    if (e) return e;
+    return unlinkat(parent, name, AT_REMOVEDIR) < 0 ? -errno : 0;
+}

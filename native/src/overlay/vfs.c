@@ -1,0 +1,411 @@
+#include "vfs.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "common/sysnr.h"
+#include "common/util.h"
+#include "overlay/layers.h"
+
+/* One directory of the walk: its virtual path and where it lives. */
+struct wdir {
+    char vpath[PATH_MAX];
+    int up;  /* upper directory (O_PATH) or -1 */
+    int low; /* host directory whose entries show here, or -1 */
+    int opq; /* the upper directory is opaque: its lower entries are hidden */
+};
+
+static void wdir_close(struct wdir *d) {
+    if (d->up >= 0) close(d->up);
+    if (d->low >= 0) close(d->low);
+    d->up = d->low = -1;
+}
+
+static int is_under(const char *path, const char *prefix) {
+    size_t l = strlen(prefix);
+    if (l == 1 && prefix[0] == '/') return 1;
+    return !strncmp(path, prefix, l) && (path[l] == 0 || path[l] == '/');
+}
+
+int cv_vfs_hidden(const struct cv_run *r, const char *vpath) {
+    for (size_t i = 0; i < r->nhide; i++)
+        if (is_under(vpath, r->hide[i])) return 1;
+    return 0;
+}
+
+int cv_virtual_of_real(const struct cv_run *r, const char *real, char *out, size_t len) {
+    if (real[0] != '/') return -ENOENT;
+    if (r->upper && is_under(real, r->upper)) {
+        const char *rest = real + strlen(r->upper);
+        return snprintf(out, len, "%s", *rest ? rest : "/") < (int)len ? 0 : -ENAMETOOLONG;
+    }
+    size_t l = strlen(real);
+    if (l > 10 && !strcmp(real + l - 10, " (deleted)")) return -ENOENT;
+    if (cv_vfs_hidden(r, real)) return -ENOENT;
+    return snprintf(out, len, "%s", real) < (int)len ? 0 : -ENAMETOOLONG;
+}
+
+static int open_dir_at(int dirfd, const char *name) {
+    return openat(dirfd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+}
+
+static int is_opaque(int up) {
+    return up >= 0 && faccessat(up, CV_OPAQUE_NAME, F_OK, AT_SYMLINK_NOFOLLOW) == 0;
+}
+
+static int root_dir(const struct cv_run *r, struct wdir *d) {
+    strcpy(d->vpath, "/");
+    d->up = r->upper_fd >= 0 ? open_dir_at(r->upper_fd, ".") : -1;
+    d->low = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (d->low < 0 || (r->upper_fd >= 0 && d->up < 0)) {
+        wdir_close(d);
+        return -EIO;
+    }
+    d->opq = is_opaque(d->up);
+    return 0;
+}
+
+/* dir + "/" + name into out (PATH_MAX); callers checked the length. */
+static void join(char *out, const char *dir, const char *name) {
+    size_t dl = strlen(dir), nl = strlen(name);
+    if (dl == 1) dl = 0; /* "/" */
+    if (dl + 1 + nl + 1 > PATH_MAX) nl = PATH_MAX - dl - 2;
+    memcpy(out, dir, dl);
+    out[dl] = '/';
+    memcpy(out + dl + 1, name, nl);
+    out[dl + 1 + nl] = 0;
+}
+
+/* Look name up in d. 0 and *layer/st, or -ENOENT (also for a whiteout), or -errno. */
+static int lookup(const struct cv_run *r, const struct wdir *d, const char *name, int *layer, struct stat *st) {
+    if (cv_ov_reserved(name)) return -ENOENT;
+    int lower_shows = d->low >= 0 && !d->opq;
+    if (d->up >= 0) {
+        if (fstatat(d->up, name, st, AT_SYMLINK_NOFOLLOW) == 0) {
+            *layer = CV_UPPER;
+            return 0;
+        }
+        if (errno != ENOENT) return -errno;
+        if (lower_shows && cv_ov_whited_out(d->up, name)) return -ENOENT;
+    }
+    if (!lower_shows) return -ENOENT;
+    if (fstatat(d->low, name, st, AT_SYMLINK_NOFOLLOW) < 0) return -errno;
+    char vp[PATH_MAX];
+    join(vp, d->vpath, name);
+    if (cv_vfs_hidden(r, vp)) return -ENOENT;
+    *layer = CV_LOWER;
+    return 0;
+}
+
+/* Step from d into its child directory name (found in layer). */
+static int descend(struct wdir *d, const char *name, int layer) {
+    char vp[PATH_MAX];
+    if (strlen(d->vpath) + strlen(name) + 2 > PATH_MAX) return -ENAMETOOLONG;
+    join(vp, d->vpath, name);
+    int up = -1, low = -1;
+    if (layer == CV_UPPER) {
+        up = open_dir_at(d->up, name);
+        if (up < 0) return -errno;
+        if (d->low >= 0 && !d->opq) {
+            low = open_dir_at(d->low, name); /* -1: the name is a file (or missing) in the host */
+        }
+    } else {
+        low = open_dir_at(d->low, name);
+        if (low < 0) return -errno;
+    }
+    int opq = is_opaque(up);
+    wdir_close(d);
+    strcpy(d->vpath, vp);
+    d->up = up;
+    d->low = low;
+    d->opq = opq;
+    return 0;
+}
+
+/* The directory at a symlink-free virtual path, walked from the root. */
+static int dir_at(const struct cv_run *r, const char *vpath, struct wdir *d) {
+    int e = root_dir(r, d);
+    if (e < 0) return e;
+    char buf[PATH_MAX];
+    snprintf(buf, sizeof buf, "%s", vpath);
+    for (char *save = NULL, *c = strtok_r(buf, "/", &save); c; c = strtok_r(NULL, "/", &save)) {
+        int layer;
+        struct stat st;
+        e = lookup(r, d, c, &layer, &st);
+        if (e == 0 && !S_ISDIR(st.st_mode)) e = -ENOTDIR;
+        if (e == 0) e = descend(d, c, layer);
+        if (e < 0) {
+            wdir_close(d);
+            return e;
+        }
+    }
+    return 0;
+}
+
+/* Where a relative path starts: the guest's cwd or dirfd, as a directory of the walk. */
+static int start_dir(struct cv_notif *n, int dirfd, struct wdir *d, int *in_proc, int *touched) {
+    char real[PATH_MAX], link[64];
+    const struct cv_run *r = n->run;
+    if (dirfd == AT_FDCWD) {
+        if (cv_cwd_override(n, real, sizeof real)) {
+            *touched = 1; /* the kernel's cwd is elsewhere */
+            return dir_at(r, real, d);
+        }
+        snprintf(link, sizeof link, "/proc/%d/cwd", (int)n->tid);
+    } else {
+        snprintf(link, sizeof link, "/proc/%d/fd/%d", (int)n->tid, dirfd);
+    }
+    if (cv_readlink(link, real, sizeof real) < 0) return dirfd == AT_FDCWD ? -ENOENT : -EBADF;
+    if (real[0] != '/') return -ENOTDIR;
+    if (!strcmp(real, "/proc") || !strncmp(real, "/proc/", 6)) {
+        *in_proc = 1;
+        return 0;
+    }
+    char vpath[PATH_MAX];
+    int e = cv_virtual_of_real(r, real, vpath, sizeof vpath);
+    if (e < 0) return e;
+    if (r->upper && is_under(real, r->upper)) {
+        *touched = 1;
+        return dir_at(r, vpath, d);
+    }
+    /* A host directory: it shows as itself; its upper twin, if any, holds the changes. */
+    d->low = open(link, O_PATH | O_CLOEXEC);
+    if (d->low < 0) return -ENOENT;
+    struct stat st;
+    if (fstat(d->low, &st) < 0 || !S_ISDIR(st.st_mode)) {
+        close(d->low);
+        d->low = -1;
+        return -ENOTDIR;
+    }
+    strcpy(d->vpath, vpath);
+    d->up = -1;
+    if (r->upper_fd >= 0 && strcmp(vpath, "/")) {
+        struct open_how how = {.flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
+                               .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS};
+        d->up = (int)syscall(__NR_openat2, r->upper_fd, vpath + 1, &how, sizeof how);
+        if (d->up < 0) d->up = -1;
+    } else if (r->upper_fd >= 0) {
+        d->up = open_dir_at(r->upper_fd, ".");
+    }
+    d->opq = is_opaque(d->up);
+    return 0;
+}
+
+static int proc_handoff(struct cv_notif *n, int dirfd, const char *path, int flags, struct cv_vnode *v) {
+    v->in_proc = 1;
+    int e = cv_resolve(n, dirfd, path, flags, &v->proc);
+    if (e < 0) return e;
+    v->exists = v->proc.exists;
+    v->st = v->proc.st;
+    v->touched = 1;
+    snprintf(v->vpath, sizeof v->vpath, "%s", v->proc.have_path ? v->proc.path : path);
+    const char *slash = strrchr(v->vpath, '/');
+    v->name = slash ? slash + 1 : v->vpath;
+    return 0;
+}
+
+void cv_vnode_release(struct cv_vnode *v) {
+    if (v->pup >= 0) close(v->pup);
+    if (v->plow >= 0) close(v->plow);
+    v->pup = v->plow = -1;
+}
+
+int cv_vresolve(struct cv_notif *n, int dirfd, const char *path, int flags, struct cv_vnode *v) {
+    const struct cv_run *r = n->run;
+    memset(v, 0, sizeof *v);
+    v->pup = v->plow = -1;
+    if (!*path) return -ENOENT;
+    if (path[0] == '/' && (!strcmp(path, "/proc") || !strncmp(path, "/proc/", 6)))
+        return proc_handoff(n, dirfd, path, flags, v);
+    struct wdir d = {.up = -1, .low = -1};
+    int e, in_proc = 0;
+    if (path[0] == '/') e = root_dir(r, &d);
+    else e = start_dir(n, dirfd, &d, &in_proc, &v->touched);
+    if (in_proc) return proc_handoff(n, dirfd, path, flags, v);
+    if (e < 0) return e;
+
+    char rest[PATH_MAX * 2], target[PATH_MAX];
+    if (snprintf(rest, sizeof rest, "%s", path) >= (int)sizeof rest) {
+        wdir_close(&d);
+        return -ENAMETOOLONG;
+    }
+    int hops = 0, follow = flags & CV_RES_FOLLOW;
+    char *p = rest;
+    size_t plen = strlen(path);
+    v->trailing = plen > 0 && path[plen - 1] == '/';
+    /* The final object, when the loop ends on a directory (path "/", "x/.", "x/.."). */
+    int layer = d.up >= 0 ? CV_UPPER : CV_LOWER;
+    struct stat st;
+    for (;;) {
+        while (*p == '/') p++;
+        if (!*p) break;
+        char *comp = p;
+        while (*p && *p != '/') p++;
+        int trailing = *p == '/';
+        if (*p) *p++ = 0;
+        const char *q = p;
+        while (*q == '/') q++;
+        int last = !*q;
+        if (strlen(comp) > NAME_MAX) {
+            e = -ENAMETOOLONG;
+            goto fail;
+        }
+        if (!strcmp(comp, ".")) {
+            if (last) goto final_dir;
+            continue;
+        }
+        if (!strcmp(comp, "..")) {
+            char parent[PATH_MAX];
+            snprintf(parent, sizeof parent, "%s", d.vpath);
+            char *slash = strrchr(parent, '/');
+            if (slash == parent) parent[1] = 0;
+            else if (slash) *slash = 0;
+            wdir_close(&d);
+            if (!strcmp(parent, "/proc") || !strncmp(parent, "/proc/", 6)) {
+                char abs[PATH_MAX * 2];
+                snprintf(abs, sizeof abs, "%s%s%s", parent, *q ? "/" : "", q);
+                return proc_handoff(n, AT_FDCWD, abs, flags, v);
+            }
+            e = dir_at(r, parent, &d);
+            if (e < 0) goto fail;
+            if (last) goto final_dir;
+            continue;
+        }
+        e = lookup(r, &d, comp, &layer, &st);
+        char vp[PATH_MAX];
+        if (strlen(d.vpath) + strlen(comp) + 2 > PATH_MAX) {
+            e = -ENAMETOOLONG;
+            goto fail;
+        }
+        join(vp, d.vpath, comp);
+        /* The kernel would answer differently: a whiteout or an upper-only object on the way. */
+        if ((e == -ENOENT && d.up >= 0) || (e == 0 && layer == CV_UPPER && !S_ISDIR(st.st_mode))) v->touched = 1;
+        if (e == 0 && layer == CV_LOWER && (!strcmp(vp, "/proc") || !strncmp(vp, "/proc/", 6))) {
+            char abs[PATH_MAX * 2];
+            snprintf(abs, sizeof abs, "%s%s%s", vp, *q ? "/" : "", q);
+            if (trailing && !*q) strcat(abs, "/");
+            wdir_close(&d);
+            return proc_handoff(n, AT_FDCWD, abs, flags, v);
+        }
+        if (e == -ENOENT && last) {
+            /* The final is missing: its parent is d. */
+            v->exists = 0;
+            snprintf(v->vpath, sizeof v->vpath, "%s", vp);
+            goto parent_out;
+        }
+        if (e < 0) goto fail;
+        if (S_ISLNK(st.st_mode) && (!last || follow || trailing)) {
+            if (++hops > 40) {
+                e = -ELOOP;
+                goto fail;
+            }
+            ssize_t tl = cv_readlinkat(layer == CV_UPPER ? d.up : d.low, comp, target, sizeof target);
+            if (tl < 0) {
+                e = (int)tl;
+                goto fail;
+            }
+            if (tl == 0) {
+                e = -ENOENT;
+                goto fail;
+            }
+            char merged[PATH_MAX * 2];
+            if (snprintf(merged, sizeof merged, "%s%s%s", target, (*q || trailing) ? "/" : "", q) >=
+                (int)sizeof merged) {
+                e = -ENAMETOOLONG;
+                goto fail;
+            }
+            snprintf(rest, sizeof rest, "%s", merged);
+            p = rest;
+            if (target[0] == '/') {
+                if (!strcmp(target, "/proc") || !strncmp(target, "/proc/", 6)) {
+                    wdir_close(&d);
+                    return proc_handoff(n, AT_FDCWD, rest, flags, v);
+                }
+                wdir_close(&d);
+                e = root_dir(r, &d);
+                if (e < 0) goto fail;
+            }
+            continue;
+        }
+        if (last && !(S_ISDIR(st.st_mode) && trailing)) {
+            if (trailing && !S_ISDIR(st.st_mode)) {
+                e = -ENOTDIR;
+                goto fail;
+            }
+            v->exists = 1;
+            v->layer = layer;
+            v->st = st;
+            snprintf(v->vpath, sizeof v->vpath, "%s", vp);
+            if (S_ISDIR(st.st_mode)) {
+                /* A directory: whether it merges with a host twin, whether it is opaque. */
+                if (layer == CV_UPPER) {
+                    cv_autoclose int up = open_dir_at(d.up, comp);
+                    v->opaque = is_opaque(up);
+                    if (d.low >= 0 && !d.opq) {
+                        struct stat ls;
+                        v->lower_dir = fstatat(d.low, comp, &ls, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(ls.st_mode);
+                    }
+                    if (!v->lower_dir) v->touched = 1;
+                } else {
+                    v->lower_dir = 1;
+                }
+            }
+            goto parent_out;
+        }
+        if (!S_ISDIR(st.st_mode)) {
+            e = -ENOTDIR;
+            goto fail;
+        }
+        e = descend(&d, comp, layer);
+        if (e < 0) goto fail;
+        if (d.low < 0) v->touched = 1;
+        if (last) goto final_dir;
+    }
+final_dir:
+    /* The path named the directory d itself ("/", "a/.", "a/..", "a/"). */
+    v->exists = 1;
+    snprintf(v->vpath, sizeof v->vpath, "%s", d.vpath);
+    if (fstat(d.up >= 0 ? d.up : d.low, &v->st) < 0) {
+        e = -errno;
+        goto fail;
+    }
+    v->layer = d.up >= 0 ? CV_UPPER : CV_LOWER;
+    v->lower_dir = d.low >= 0;
+    v->opaque = d.opq;
+    v->touched |= d.low < 0;
+    if (!strcmp(d.vpath, "/")) {
+        /* "/" has no parent: it is its own, as the kernel answers. */
+        v->name = v->vpath + 1;
+        v->pup = d.up >= 0 ? dup(d.up) : -1;
+        v->plow = d.low >= 0 ? dup(d.low) : -1;
+        v->popq = d.opq;
+        wdir_close(&d);
+        return 0;
+    }
+    {
+        /* Re-walk to the parent so handlers get the parent's fds too. */
+        char parent[PATH_MAX];
+        snprintf(parent, sizeof parent, "%s", d.vpath);
+        char *slash = strrchr(parent, '/');
+        if (slash == parent) parent[1] = 0;
+        else *slash = 0;
+        wdir_close(&d);
+        e = dir_at(r, parent, &d);
+        if (e < 0) goto fail;
+    }
+parent_out:
+    v->name = strrchr(v->vpath, '/') + 1;
+    v->pup = d.up;
+    v->plow = d.low >= 0 && !d.opq ? d.low : -1;
+    if (v->plow < 0 && d.low >= 0) close(d.low);
+    v->popq = d.opq;
+    return 0;
+fail:
+    wdir_close(&d);
+    return e;
+}

@@ -1,0 +1,54 @@
+/* The guest's view: a path resolved over the layers (upper over host), the way
+ * the kernel would resolve it if the merged tree were a real filesystem.
+ *
+ * Every walk step looks the name up with fstatat on the current directory's
+ * upper and lower fds, so nothing the guest planted (a symlink in the upper, a
+ * renamed directory) can lead the supervisor out of a layer: symlinks are read
+ * and followed through the virtual view, never by the kernel. */
+#ifndef CV_VFS_H
+#define CV_VFS_H
+
+#include <limits.h>
+#include <sys/stat.h>
+
+#include "handlers/handlers.h"
+#include "overlay/resolve.h"
+
+enum cv_layer { CV_LOWER = 1, CV_UPPER = 2 };
+
+struct cv_vnode {
+    int exists;          /* the final object exists (else only its parent, see CV_RES_PARENT) */
+    int layer;           /* CV_UPPER or CV_LOWER: where the final object lives */
+    int lower_dir;       /* the final is a directory whose lower entries show through */
+    int opaque;          /* the final is an opaque upper directory */
+    int touched;         /* the answer involved the upper layer or a whiteout: no CONTINUE */
+    int trailing;        /* the path ended in '/' */
+    struct stat st;      /* lstat (or stat when following) of the final, from its layer */
+    char vpath[PATH_MAX];/* absolute, symlink-free virtual path of the final */
+    const char *name;    /* its last component (inside vpath; "" for "/") */
+    int pup;             /* the parent directory in the upper (O_PATH), or -1 */
+    int plow;            /* the parent directory in the host, when its entries show, or -1 */
+    int popq;            /* the parent's upper is opaque */
+    int in_proc;         /* under /proc: `proc` holds the host resolver's answer */
+    struct cv_resolved proc;
+};
+
+/* 0 or -errno (ENOENT, ENOTDIR, ELOOP, ENAMETOOLONG, EBADF, EACCES) for a failure before the final
+ * component. Flags: CV_RES_FOLLOW (follow a final symlink), CV_RES_PARENT (a missing final must have an
+ * existing parent directory). Release with cv_vnode_release. */
+int cv_vresolve(struct cv_notif *n, int dirfd, const char *path, int flags, struct cv_vnode *v);
+void cv_vnode_release(struct cv_vnode *v);
+/* The real object of an existing node, opened O_PATH|O_NOFOLLOW (plus flags). -errno on failure. */
+int cv_vnode_open(const struct cv_vnode *v, int flags);
+
+/* The virtual path of a real path seen in /proc (a cwd, an fd): the upper root stripped, host paths
+ * as they are. 0, or -ENOENT for the storage of another sandbox or a hidden path. */
+int cv_virtual_of_real(const struct cv_run *r, const char *real, char *out, size_t len);
+
+/* The path is hidden from the guest (the hide list: credentials, the sandbox storage). */
+int cv_vfs_hidden(const struct cv_run *r, const char *vpath);
+
+/* The guest's working directory as a virtual path. 0 or -errno. */
+int cv_guest_cwd(struct cv_notif *n, char *out, size_t len);
+
+#endif
