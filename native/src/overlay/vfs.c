@@ -200,6 +200,12 @@ static int proc_handoff(struct cv_notif *n, int dirfd, const char *path, int fla
     v->in_proc = 1;
     int e = cv_resolve(n, dirfd, path, flags, &v->proc);
     if (e < 0) return e;
+    if (v->proc.have_path && !v->proc.in_proc && !v->proc.magic) {
+        /* Out of /proc again (/proc/self/root/..., /proc/self/cwd/...): the rest is the merged view's. */
+        char vp[PATH_MAX];
+        if (cv_virtual_of_real(n->run, v->proc.path, vp, sizeof vp) < 0) return -ENOENT;
+        return cv_vresolve(n, AT_FDCWD, vp, flags, v);
+    }
     v->exists = v->proc.exists;
     v->st = v->proc.st;
     v->touched = 1;
