@@ -93,6 +93,16 @@ export function xattrTool(): string {
   return compileFixture("xattr-tool");
 }
 
+/** The tree dumper of the differential suite (test/fixtures/tree-dump.c). */
+export function treeDumper(): string {
+  return compileFixture("tree-dump");
+}
+
+/** The overlay's system-call probes (test/fixtures/overlay-probe.c). */
+export function overlayProbe(): string {
+  return compileFixture("overlay-probe");
+}
+
 /** Argv for try-syscall running several ops: [["op", "arg"], ["op2"]] → op arg ; op2 */
 export function probeArgs(ops: readonly (readonly string[])[]): string[] {
   const args: string[] = [];

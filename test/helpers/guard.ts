@@ -257,6 +257,11 @@ export interface GuardOptions {
   skip?: boolean | string;
   /** Leave $HOME out (never needed by e2e tests; for helper self-tests). */
   noHome?: boolean;
+  /**
+   * Adds to the fresh fixture tree before the "before" snapshot, so what it makes is guarded
+   * like the rest of the tree (e.g. the differential suite's extra host files).
+   */
+  setup?: (fx: Fixture) => void;
 }
 
 /**
@@ -269,6 +274,7 @@ export async function guarded(
 ): Promise<void> {
   const fx = createFixture(opts.fixture);
   try {
+    opts.setup?.(fx);
     const beforeFx = snapshotFixture(fx);
     const beforeHome = opts.noHome ? undefined : snapshotHome();
     let failure: unknown;
