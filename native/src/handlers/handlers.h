@@ -60,6 +60,9 @@ struct cv_reply cv_h_cwd(struct cv_notif *n);
  * hold), inherited by children forked after it was set: 1 and out filled, or 0. */
 int cv_cwd_override(struct cv_notif *n, char *out, size_t len);
 
+/* readlink of the relay's magic path: 1 and *out set when handled. */
+int cv_relay_request(struct cv_notif *n, const char *path, uint64_t buf, size_t size, struct cv_reply *out);
+
 /* The guest's umask (new files and directories are made by the supervisor). */
 mode_t cv_notif_umask(struct cv_notif *n);
 /* Write a result struct into the guest. 0 or -EFAULT. */

@@ -15,7 +15,9 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include "common/relay_proto.h"
 #include "common/util.h"
+#include "guest/mem.h"
 #include "handlers.h"
 #include "overlay/vfs.h"
 
@@ -128,6 +130,11 @@ static struct cv_reply do_access(struct cv_notif *n, int dirfd, uint64_t path, i
 
 static struct cv_reply do_readlink(struct cv_notif *n, int dirfd, uint64_t path, uint64_t buf, int64_t size) {
     if (size <= 0) return cv_err(EINVAL);
+    char magic[sizeof CV_RELAY_MAGIC];
+    struct cv_reply relay;
+    if (dirfd == AT_FDCWD && cv_guest_read(n->tid, path, magic, sizeof magic) == 0 &&
+        !memcmp(magic, CV_RELAY_MAGIC, sizeof magic) && cv_relay_request(n, magic, buf, (size_t)size, &relay))
+        return relay;
     struct cv_vnode v;
     int fd_only;
     int e = resolve_arg(n, dirfd, path, 0, 1, &v, &fd_only);

@@ -33,6 +33,7 @@
 #include "cvisor.h"
 #include "filter/table.h"
 #include "policy.h"
+#include "relay.h"
 
 int cv_helper_probe(void);
 
@@ -204,6 +205,7 @@ static int init_main(int argc, char **argv) {
 }
 
 int main(int argc, char **argv) {
+    if (cv_is_relay()) return cv_relay_main();
     if (argc >= 2 && !strcmp(argv[1], "init")) return init_main(argc, argv);
     if (argc >= 2 && !strcmp(argv[1], "probe")) return cv_helper_probe();
     fprintf(stderr, "cvisor-helper: internal helper of cvisor; run `cvisor --help`\n");

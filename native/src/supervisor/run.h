@@ -5,12 +5,27 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <sys/types.h>
 #include <time.h>
 
 #include "cvisor.h"
 
 #define CV_MAX_NR 512
+
+/* An exec redirected to the relay: the plan it will ask for, and the bytes of a
+ * vfork parent's memory the path rewrite changed. */
+struct cv_relay {
+    pid_t tgid;
+    char *plan;
+    size_t len;
+    int fd;                /* an upper executable's copy to inject into the relay, or -1 */
+    pid_t restore_pid;     /* a parent sharing the memory (vfork), or 0 */
+    uint64_t restore_addr;
+    unsigned char saved[24];  /* the bytes the rewrite replaced */
+    char repl[24];            /* what it wrote ("/dev/fd/K") */
+    size_t saved_len;
+};
 
 /* A process whose working directory exists only in the upper layer, where the
  * kernel cannot follow the guest's own path: the supervisor remembers it. */
@@ -57,6 +72,8 @@ struct cv_run {
     char spawn_msg[200];
     struct timespec t0;
     cv_run_result result;
+    struct cv_relay *relays;  /* exec plans waiting for their relay (handlers/exec.c) */
+    size_t nrelay, relay_cap;
     struct cv_cwd *cwds;      /* working directories the kernel cannot hold (handlers/cwd.c) */
     size_t ncwd, cwd_cap;
     atomic_ulong counts[CV_MAX_NR];
