@@ -24,7 +24,7 @@
 #include "overlay/vfs.h"
 
 /* Fields of /proc/<pid>/stat: ppid and start time. */
-static int proc_stat(pid_t pid, pid_t *ppid, unsigned long long *start) {
+int cv_proc_stat(pid_t pid, pid_t *ppid, unsigned long long *start) {
     char path[64], buf[1024];
     snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
     if (cv_read_small(path, buf, sizeof buf) <= 0) return -1;
@@ -92,7 +92,7 @@ int cv_cwd_override(struct cv_notif *n, char *out, size_t len) {
     if (!r->ncwd) return 0;
     pid_t tgid = cv_notif_tgid(n), ppid;
     unsigned long long start;
-    if (proc_stat(tgid, &ppid, &start) < 0) return 0;
+    if (cv_proc_stat(tgid, &ppid, &start) < 0) return 0;
     struct cv_cwd *c = find(r, tgid);
     if (c && c->start == start) return snprintf(out, len, "%s", c->vpath) < (int)len;
     if (c) drop(r, tgid); /* a dead process's pid, reused */
@@ -101,7 +101,7 @@ int cv_cwd_override(struct cv_notif *n, char *out, size_t len) {
     for (int depth = 0; depth < 64 && ppid > 1; depth++) {
         pid_t pp2;
         unsigned long long pstart;
-        if (proc_stat(ppid, &pp2, &pstart) < 0) break;
+        if (cv_proc_stat(ppid, &pp2, &pstart) < 0) break;
         struct cv_cwd *pc = find(r, ppid);
         if (pc && pc->start == pstart) {
             if (pc->since > child_start) return 0; /* forked before the parent moved */
@@ -196,7 +196,7 @@ static struct cv_reply do_chdir(struct cv_notif *n) {
     }
     pid_t tgid = cv_notif_tgid(n), ppid;
     unsigned long long start;
-    if (proc_stat(tgid, &ppid, &start) < 0) {
+    if (cv_proc_stat(tgid, &ppid, &start) < 0) {
         out = cv_err(ESRCH);
         goto done;
     }

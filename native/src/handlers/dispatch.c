@@ -36,6 +36,7 @@ struct cv_reply cv_dispatch(struct cv_notif *n) {
     case __NR_chdir: case __NR_fchdir: case __NR_getcwd:
         return cv_h_cwd(n);
     case __NR_bind:
+    case __NR_connect:
     case __NR_listen:
         return cv_h_sock(n);
     case __NR_uname:

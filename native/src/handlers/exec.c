@@ -154,6 +154,7 @@ static int exec_copy(int src) {
 }
 
 static void relay_drop(struct cv_run *r, size_t i) {
+    free(r->relays[i].exe);
     free(r->relays[i].plan);
     if (r->relays[i].fd >= 0) close(r->relays[i].fd);
     r->relays[i] = r->relays[--r->nrelay];
@@ -212,6 +213,43 @@ static struct cv_reply redirect(struct cv_notif *n, uint64_t path_addr, struct c
     return cv_continue();
 }
 
+const char *cv_exe_of(struct cv_run *r, pid_t pid) {
+    pid_t pp;
+    unsigned long long start;
+    for (size_t i = 0; i < r->nexe; i++)
+        if (r->exes[i].tgid == pid)
+            return cv_proc_stat(pid, &pp, &start) == 0 && start == r->exes[i].start ? r->exes[i].vpath : NULL;
+    return NULL;
+}
+
+/* Remember what the relay (tgid) is about to run from a memfd. */
+static void exe_record(struct cv_run *r, pid_t tgid, char *vpath) {
+    pid_t pp;
+    unsigned long long start;
+    if (!vpath || cv_proc_stat(tgid, &pp, &start) < 0) {
+        free(vpath);
+        return;
+    }
+    for (size_t i = 0; i < r->nexe; i++) {
+        if (r->exes[i].tgid == tgid || cv_proc_stat(r->exes[i].tgid, &pp, &(unsigned long long){0}) < 0) {
+            free(r->exes[i].vpath); /* the same pid again, or a process that is gone */
+            r->exes[i] = (struct cv_exe){tgid, start, vpath};
+            return;
+        }
+    }
+    if (r->nexe == r->exe_cap) {
+        size_t cap = r->exe_cap ? r->exe_cap * 2 : 8;
+        struct cv_exe *ne = realloc(r->exes, cap * sizeof *ne);
+        if (!ne) {
+            free(vpath);
+            return;
+        }
+        r->exes = ne;
+        r->exe_cap = cap;
+    }
+    r->exes[r->nexe++] = (struct cv_exe){tgid, start, vpath};
+}
+
 int cv_relay_request(struct cv_notif *n, const char *path, uint64_t buf, size_t size, struct cv_reply *out) {
     (void)path;
     struct cv_run *r = n->run;
@@ -260,6 +298,8 @@ int cv_relay_request(struct cv_notif *n, const char *path, uint64_t buf, size_t 
         free(x->plan);
         x->plan = p.buf;
         x->len = p.len;
+        exe_record(r, tgid, x->exe);
+        x->exe = NULL;
     }
     if (x->len > size) *out = cv_err(ENAMETOOLONG);
     else *out = cv_notif_write(n, buf, x->plan, x->len) < 0 ? cv_err(EFAULT) : cv_val((int64_t)x->len);
@@ -360,6 +400,7 @@ struct cv_reply cv_h_exec(struct cv_notif *n) {
         x->plan = p.buf;
         x->len = p.len;
         x->fd = copy;
+        x->exe = copy >= 0 ? strdup(v.vpath) : NULL;
         out = redirect(n, addr, x);
         if (out.kind != CV_REPLY_CONTINUE) {
             for (size_t i = 0; i < n->run->nrelay; i++)

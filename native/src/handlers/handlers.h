@@ -60,6 +60,11 @@ struct cv_reply cv_h_cwd(struct cv_notif *n);
  * hold), inherited by children forked after it was set: 1 and out filled, or 0. */
 int cv_cwd_override(struct cv_notif *n, char *out, size_t len);
 
+/* A process's parent and start time (/proc/<pid>/stat). 0 or -1. */
+int cv_proc_stat(pid_t pid, pid_t *ppid, unsigned long long *start);
+/* The virtual path of the upper executable process pid runs (its /proc/<pid>/exe), or NULL. */
+const char *cv_exe_of(struct cv_run *r, pid_t pid);
+
 /* readlink of the relay's magic path: 1 and *out set when handled. */
 int cv_relay_request(struct cv_notif *n, const char *path, uint64_t buf, size_t size, struct cv_reply *out);
 

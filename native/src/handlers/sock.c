@@ -3,7 +3,8 @@
  * after the check. Inet ports need --allow-listen (port 0, the client's
  * ephemeral bind, is always fine); a unix socket path is made in the upper
  * layer, bound through /proc/self/fd/<upper dir>/<name> (the real path would not
- * fit in sun_path). Connecting to it needs connect notified: not yet. */
+ * fit in sun_path). connect to a unix path in the upper layer is done the same
+ * way on a dup; every other connect is CONTINUEd. */
 #include <errno.h>
 #include <netinet/in.h>
 #include <stddef.h>
@@ -92,6 +93,43 @@ static struct cv_reply do_listen(struct cv_notif *n) {
     return listen(dup, (int)a[1]) < 0 ? cv_err(errno) : cv_val(0);
 }
 
+static struct cv_reply do_connect(struct cv_notif *n) {
+    const __u64 *a = n->req->data.args;
+    struct sockaddr_un un;
+    socklen_t len = (socklen_t)a[2];
+    size_t base = offsetof(struct sockaddr_un, sun_path);
+    if (len <= base || len > sizeof un) return cv_continue();
+    memset(&un, 0, sizeof un);
+    if (cv_guest_read(n->tid, a[1], &un, len) < 0 || un.sun_family != AF_UNIX || !un.sun_path[0])
+        return cv_continue(); /* inet, abstract unix: the kernel decides (the filter set the network policy) */
+    char path[sizeof un.sun_path + 1];
+    memcpy(path, un.sun_path, len - base);
+    path[len - base] = 0;
+    struct cv_vnode v;
+    int e = cv_vresolve(n, AT_FDCWD, path, CV_RES_FOLLOW, &v);
+    if (e < 0) return cv_err(-e);
+    struct cv_reply out;
+    if (!v.exists) out = cv_err(ENOENT);
+    else if (v.in_proc || (!v.touched && v.layer == CV_LOWER)) out = cv_continue(); /* a host socket */
+    else if (!S_ISSOCK(v.st.st_mode)) out = cv_err(ECONNREFUSED);
+    else {
+        cv_autoclose int obj = cv_vnode_open(&v, 0);
+        cv_autoclose int dup = obj < 0 ? -1 : cv_notif_dup_fd(n, (int)a[0]);
+        struct sockaddr_un real = {.sun_family = AF_UNIX};
+        snprintf(real.sun_path, sizeof real.sun_path, "/proc/self/fd/%d", obj);
+        if (obj < 0) out = cv_err(-obj);
+        else if (dup < 0) out = cv_err(EBADF);
+        else if (!cv_notif_valid(n)) out = cv_err(ESRCH);
+        else out = connect(dup, (struct sockaddr *)&real, sizeof real) < 0 ? cv_err(errno) : cv_val(0);
+    }
+    cv_vnode_release(&v);
+    return out;
+}
+
 struct cv_reply cv_h_sock(struct cv_notif *n) {
-    return n->req->data.nr == __NR_bind ? do_bind(n) : do_listen(n);
+    switch (n->req->data.nr) {
+    case __NR_bind: return do_bind(n);
+    case __NR_connect: return do_connect(n);
+    default: return do_listen(n);
+    }
 }

@@ -150,9 +150,12 @@ static struct cv_reply do_readlink(struct cv_notif *n, int dirfd, uint64_t path,
         if (target[0] == '/') {
             const char *p = v.proc.path;
             size_t pl = strlen(p);
+            const char *exe = pl > 4 && !strcmp(p + pl - 4, "/exe") ? cv_exe_of(n->run, v.proc.proc_pid) : NULL;
             if (pl > 4 && !strcmp(p + pl - 4, "/cwd") && v.proc.proc_pid == cv_notif_tgid(n) &&
                 cv_cwd_override(n, mapped, sizeof mapped))
                 snprintf(target, sizeof target, "%s", mapped);
+            else if (exe)
+                snprintf(target, sizeof target, "%s", exe);
             else if (cv_virtual_of_real(n->run, target, mapped, sizeof mapped) == 0)
                 snprintf(target, sizeof target, "%s", mapped);
             len = (ssize_t)strlen(target);

@@ -317,7 +317,10 @@ static void run_destroy(struct cv_run *r) {
     for (size_t i = 0; i < r->envc; i++) free(r->envp[i]);
     for (size_t i = 0; i < r->nhide; i++) free(r->hide[i]);
     for (size_t i = 0; i < r->ncwd; i++) free(r->cwds[i].vpath);
+    for (size_t i = 0; i < r->nexe; i++) free(r->exes[i].vpath);
+    free(r->exes);
     for (size_t i = 0; i < r->nrelay; i++) {
+        free(r->relays[i].exe);
         free(r->relays[i].plan);
         if (r->relays[i].fd >= 0) close(r->relays[i].fd);
     }

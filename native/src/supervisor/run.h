@@ -20,11 +20,19 @@ struct cv_relay {
     char *plan;
     size_t len;
     int fd;                /* an upper executable's copy to inject into the relay, or -1 */
+    char *exe;             /* ... and its virtual path */
     pid_t restore_pid;     /* a parent sharing the memory (vfork), or 0 */
     uint64_t restore_addr;
     unsigned char saved[24];  /* the bytes the rewrite replaced */
     char repl[24];            /* what it wrote ("/dev/fd/K") */
     size_t saved_len;
+};
+
+/* What /proc/<pid>/exe reads for a process the relay started from a memfd copy. */
+struct cv_exe {
+    pid_t tgid;
+    unsigned long long start;
+    char *vpath;
 };
 
 /* A process whose working directory exists only in the upper layer, where the
@@ -74,6 +82,8 @@ struct cv_run {
     cv_run_result result;
     struct cv_relay *relays;  /* exec plans waiting for their relay (handlers/exec.c) */
     size_t nrelay, relay_cap;
+    struct cv_exe *exes;      /* processes running an upper executable (a memfd copy) */
+    size_t nexe, exe_cap;
     struct cv_cwd *cwds;      /* working directories the kernel cannot hold (handlers/cwd.c) */
     size_t ncwd, cwd_cap;
     atomic_ulong counts[CV_MAX_NR];
