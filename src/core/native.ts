@@ -433,7 +433,10 @@ export function createRun(spec: RunSpec): NativeRun {
     for (const path of spec.hide) check(b.addHidden(ptr, path), `hidden path ${path}`);
     if (spec.hostname !== undefined) check(b.setHostname(ptr, spec.hostname), "hostname");
     if (spec.upper !== undefined) {
-      check(b.setUpper(ptr, spec.upper.upper, spec.upper.work), `sandbox layer ${spec.upper.upper}`);
+      check(
+        b.setUpper(ptr, spec.upper.upper, spec.upper.work),
+        `sandbox layer ${spec.upper.upper}`,
+      );
     }
   } catch (err) {
     free(run);
