@@ -1,6 +1,6 @@
 // Where cvisor keeps its files. The only module allowed to read the home and temp
 // directories (an eslint rule enforces it), so tests can redirect everything with env vars.
-import { homedir } from "node:os";
+import { homedir, tmpdir } from "node:os";
 import { isAbsolute, join } from "node:path";
 
 /** The state directory: $CVISOR_HOME, else ${XDG_DATA_HOME:-~/.local/share}/cvisor. */
@@ -32,4 +32,20 @@ export function defaultHiddenPaths(env: NodeJS.ProcessEnv = process.env): string
   const home = (env.HOME && isAbsolute(env.HOME) ? env.HOME : homedir()).replace(/\/+$/, "");
   // Plain concatenation: this runs at every `cvisor -- CMD`, and path.join costs start-up time.
   return [...CREDENTIAL_PATHS.map((rel) => `${home}/${rel}`), cvisorHome(env)];
+}
+
+/**
+ * Where ephemeral sandboxes may live, in order of preference: $XDG_RUNTIME_DIR/cvisor (when
+ * set and absolute), then <system temp dir>/cvisor-<uid>. The store takes the first one it can
+ * use (src/sandbox/ephemeral.ts).
+ */
+export function ephemeralRootCandidates(env: NodeJS.ProcessEnv = process.env): string[] {
+  const candidates: string[] = [];
+  const xdg = env.XDG_RUNTIME_DIR;
+  if (xdg && isAbsolute(xdg)) candidates.push(`${xdg.replace(/\/+$/, "")}/cvisor`);
+  // os.tmpdir() reads $TMPDIR (then TMP, TEMP) of process.env; an explicit env only its TMPDIR.
+  const tmp = env === process.env ? tmpdir() : (env.TMPDIR ?? "/tmp");
+  const base = isAbsolute(tmp) ? tmp.replace(/\/+$/, "") : "/tmp";
+  candidates.push(`${base}/cvisor-${process.getuid?.() ?? 0}`);
+  return candidates;
 }
