@@ -88,7 +88,14 @@ export function openNamed(name: string, env: NodeJS.ProcessEnv = process.env): N
 export function readMeta(dir: string, name: string): SandboxMeta | undefined {
   let text: string;
   try {
-    text = readFileSync(`${dir}/meta.json`, "utf8");
+    try {
+      text = readFileSync(`${dir}/meta.json`, "utf8");
+    } catch (err) {
+      if (errCode(err) !== "ENOENT" || !exists(dir)) throw err;
+      // The directory appeared between the two calls (another process renamed its new sandbox
+      // into place, meta.json included): read again.
+      text = readFileSync(`${dir}/meta.json`, "utf8");
+    }
   } catch (err) {
     const c = errCode(err);
     if (c === "ENOENT" && !exists(dir)) return undefined;

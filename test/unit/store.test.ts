@@ -229,10 +229,11 @@ test("concurrent creation of one name from several processes: one sandbox, all u
   const script = `
     const { openNamed } = await import(${JSON.stringify(storeUrl)});
     while (Date.now() < ${go}) {}
-    const sb = openNamed("race", { CVISOR_HOME: ${JSON.stringify(home)} });
-    process.stdout.write(JSON.stringify(sb));`;
+    const got = [];
+    for (let i = 0; i < 5; i++) got.push(openNamed("race" + i, { CVISOR_HOME: ${JSON.stringify(home)} }));
+    process.stdout.write(JSON.stringify(got));`;
   const runs = Array.from(
-    { length: 6 },
+    { length: 8 },
     () =>
       new Promise<{ code: number | null; out: string; err: string }>((resolve) => {
         const child = spawn(process.execPath, ["--input-type=module", "-e", script]);
@@ -244,18 +245,20 @@ test("concurrent creation of one name from several processes: one sandbox, all u
       }),
   );
   const results = await Promise.all(runs);
-  const dir = join(home, "sandboxes", "race");
+  const names = [0, 1, 2, 3, 4].map((i) => `race${i}`);
+  const dirs = names.map((n) => join(home, "sandboxes", n));
   for (const r of results) {
     assert.equal(r.code, 0, r.err);
-    assert.deepEqual(JSON.parse(r.out), {
-      dir,
-      upper: join(dir, "upper"),
-      work: join(dir, "work"),
-    });
+    assert.deepEqual(
+      JSON.parse(r.out),
+      dirs.map((dir) => ({ dir, upper: join(dir, "upper"), work: join(dir, "work") })),
+    );
   }
-  assert.deepEqual(readdirSync(join(home, "sandboxes")), ["race"], "no temp dir left behind");
-  assert.deepEqual(readdirSync(dir).sort(), ["meta.json", "upper", "work"]);
-  assert.equal(meta(dir).version, 1);
+  assert.deepEqual(readdirSync(join(home, "sandboxes")).sort(), names, "no temp dir left behind");
+  for (const dir of dirs) {
+    assert.deepEqual(readdirSync(dir).sort(), ["meta.json", "upper", "work"]);
+    assert.equal(meta(dir).version, 1);
+  }
 });
 
 test("the ephemeral root: $XDG_RUNTIME_DIR/cvisor, else <tmp>/cvisor-<uid>, private", (t) => {
