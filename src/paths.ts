@@ -1,6 +1,6 @@
 // Where cvisor keeps its files. The only module allowed to read the home and temp
 // directories (an eslint rule enforces it), so tests can redirect everything with env vars.
-import { homedir, tmpdir } from "node:os";
+import { homedir } from "node:os";
 import { isAbsolute, join } from "node:path";
 
 /** The state directory: $CVISOR_HOME, else ${XDG_DATA_HOME:-~/.local/share}/cvisor. */
@@ -40,12 +40,17 @@ export function defaultHiddenPaths(env: NodeJS.ProcessEnv = process.env): string
  * use (src/sandbox/ephemeral.ts).
  */
 export function ephemeralRootCandidates(env: NodeJS.ProcessEnv = process.env): string[] {
+  // Plain string work, no regex or path module: this runs at every `cvisor -- CMD`.
+  const trim = (dir: string): string => {
+    let end = dir.length;
+    while (end > 0 && dir[end - 1] === "/") end--;
+    return dir.slice(0, end);
+  };
   const candidates: string[] = [];
   const xdg = env.XDG_RUNTIME_DIR;
-  if (xdg && isAbsolute(xdg)) candidates.push(`${xdg.replace(/\/+$/, "")}/cvisor`);
-  // os.tmpdir() reads $TMPDIR (then TMP, TEMP) of process.env; an explicit env only its TMPDIR.
-  const tmp = env === process.env ? tmpdir() : (env.TMPDIR ?? "/tmp");
-  const base = isAbsolute(tmp) ? tmp.replace(/\/+$/, "") : "/tmp";
-  candidates.push(`${base}/cvisor-${process.getuid?.() ?? 0}`);
+  if (xdg && xdg[0] === "/") candidates.push(`${trim(xdg)}/cvisor`);
+  // What os.tmpdir() returns, read from `env` (and without its first-call cost on the run path).
+  const tmp = env.TMPDIR || env.TMP || env.TEMP || "/tmp";
+  candidates.push(`${tmp[0] === "/" ? trim(tmp) : "/tmp"}/cvisor-${process.getuid?.() ?? 0}`);
   return candidates;
 }
