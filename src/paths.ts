@@ -33,3 +33,24 @@ export function defaultHiddenPaths(env: NodeJS.ProcessEnv = process.env): string
   // Plain concatenation: this runs at every `cvisor -- CMD`, and path.join costs start-up time.
   return [...CREDENTIAL_PATHS.map((rel) => `${home}/${rel}`), cvisorHome(env)];
 }
+
+/**
+ * Where ephemeral sandboxes may live, in order of preference: $XDG_RUNTIME_DIR/cvisor (when
+ * set and absolute), then <system temp dir>/cvisor-<uid>. The store takes the first one it can
+ * use (src/sandbox/ephemeral.ts).
+ */
+export function ephemeralRootCandidates(env: NodeJS.ProcessEnv = process.env): string[] {
+  // Plain string work, no regex or path module: this runs at every `cvisor -- CMD`.
+  const trim = (dir: string): string => {
+    let end = dir.length;
+    while (end > 0 && dir[end - 1] === "/") end--;
+    return dir.slice(0, end);
+  };
+  const candidates: string[] = [];
+  const xdg = env.XDG_RUNTIME_DIR;
+  if (xdg && xdg[0] === "/") candidates.push(`${trim(xdg)}/cvisor`);
+  // What os.tmpdir() returns, read from `env` (and without its first-call cost on the run path).
+  const tmp = env.TMPDIR || env.TMP || env.TEMP || "/tmp";
+  candidates.push(`${tmp[0] === "/" ? trim(tmp) : "/tmp"}/cvisor-${process.getuid?.() ?? 0}`);
+  return candidates;
+}

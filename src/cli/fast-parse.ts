@@ -35,13 +35,15 @@ export function fastParse(
       case "-C":
       case "--workdir":
       case "--hide":
-      case "--expose": {
+      case "--expose":
+      case "--sandbox": {
         const value = takeValue();
         if (value === undefined) return null;
         if (name === "-e" || name === "--env") env.push(value);
         else if (name === "--timeout") opts.timeout = value;
         else if (name === "--hide") hide.push(value);
         else if (name === "--expose") expose.push(value);
+        else if (name === "--sandbox") opts.sandbox = value;
         else opts.workdir = value;
         break;
       }

@@ -27,6 +27,7 @@ Examples:
   cvisor -- uname -a
   cvisor --no-network --timeout 30s -- make test
   cvisor -e DEBUG=1 -e HOME -C /tmp -- sh -c 'echo $DEBUG'
+  cvisor --sandbox work -- make install     (again later: the same files)
 `;
 
 /** Parses cvisor's command line (without node and the script path). */
@@ -61,6 +62,10 @@ export function parseCli(
       "--expose <path>",
       "let the guest read PATH although it is hidden by default (e.g. ~/.ssh); repeatable",
       (value: string, previous: string[] | undefined) => [...(previous ?? []), value],
+    )
+    .option(
+      "--sandbox <name>",
+      "run in the named sandbox NAME, created on first use: its changes are kept for the next run (letters, digits, - _ .); without it the sandbox is thrown away at the end",
     )
     .option("--json", "print a JSON run report on stderr at the end")
     .version(VERSION, "-V, --version", "print the version")

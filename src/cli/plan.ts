@@ -2,6 +2,7 @@
 // (commander) parser and the fast path.
 import { CvisorError } from "../core/errors.js";
 import { parseDuration } from "../sandbox/duration.js";
+import { validateSandboxName } from "../sandbox/store.js";
 import { EXIT_CVISOR } from "./exit-codes.js";
 
 /** Run a command (or the user's shell) in a sandbox. */
@@ -23,6 +24,8 @@ export interface RunPlan {
   /** --hide and --expose, as given (resolved against the cwd when the run is built). */
   hide: string[];
   expose: string[];
+  /** --sandbox: the named sandbox (validated); without it the run is ephemeral. */
+  sandbox?: string;
 }
 
 /** Run `cvisor doctor`. */
@@ -57,6 +60,7 @@ const VALUE_OPTIONS = new Set([
   "--workdir",
   "--hide",
   "--expose",
+  "--sandbox",
 ]);
 
 /** The index of the `--` that ends cvisor's own options, or -1. */
@@ -79,6 +83,7 @@ export interface RootOptions {
   json?: boolean;
   hide?: string[];
   expose?: string[];
+  sandbox?: string;
 }
 
 /** The run plan for parsed options and the command after `--` (an error plan if invalid). */
@@ -105,6 +110,15 @@ export function buildRunPlan(
       throw err;
     }
   }
+  if (opts.sandbox !== undefined) {
+    try {
+      validateSandboxName(opts.sandbox);
+    } catch (err) {
+      if (err instanceof CvisorError)
+        return { kind: "error", message: err.message, exitCode: EXIT_CVISOR };
+      throw err;
+    }
+  }
   const shell = command.length === 0;
   const plan: RunPlan = {
     kind: "run",
@@ -120,6 +134,7 @@ export function buildRunPlan(
   };
   if (opts.timeout !== undefined) plan.timeoutText = opts.timeout;
   if (opts.workdir !== undefined) plan.workdir = opts.workdir;
+  if (opts.sandbox !== undefined) plan.sandbox = opts.sandbox;
   return plan;
 }
 

@@ -9,6 +9,7 @@ import { constants as osConstants } from "node:os";
 import * as native from "../core/native.js";
 import { finishRun, runSpec } from "../sandbox/native-run.js";
 import { toRunResult } from "../sandbox/result.js";
+import { closeLayer, openLayer } from "../sandbox/store.js";
 import { CliError, writeStderr } from "./errors.js";
 import { EXIT_CVISOR, jsonReport, runMessage } from "./exit-codes.js";
 import type { RunPlan } from "./plan.js";
@@ -16,17 +17,24 @@ import type { RunPlan } from "./plan.js";
 /** Runs the plan; resolves to the exit code of cvisor. */
 export async function runCommand(plan: RunPlan): Promise<number> {
   if (plan.workdir !== undefined) checkWorkdir(plan.workdir);
-  const spec = runSpec(
-    plan.argv,
-    { network: plan.network, allowListen: plan.allowListen, hide: plan.hide, expose: plan.expose },
-    {
-      env: plan.env,
-      ...(plan.workdir !== undefined ? { cwd: plan.workdir } : {}),
-      timeout: plan.timeoutMs,
-    },
-  );
+  const layer = openLayer(plan.sandbox);
   let run: native.NativeRun | undefined;
   try {
+    const spec = runSpec(
+      plan.argv,
+      {
+        network: plan.network,
+        allowListen: plan.allowListen,
+        hide: plan.hide,
+        expose: plan.expose,
+      },
+      {
+        env: plan.env,
+        ...(plan.workdir !== undefined ? { cwd: plan.workdir } : {}),
+        timeout: plan.timeoutMs,
+      },
+      layer,
+    );
     run = native.createRun({ ...spec, stdio: [0, 1, 2] });
     const { doneFd } = native.start(run);
     native.close(doneFd); // the forwarding wait tells the end: nothing watches this fd
@@ -42,6 +50,9 @@ export async function runCommand(plan: RunPlan): Promise<number> {
     return result.exitCode;
   } finally {
     if (run) native.free(run);
+    // After the free: the guest tree is gone. Then an ephemeral sandbox goes too (a SIGKILLed
+    // CLI never gets here: the next run's sweep removes what it left).
+    closeLayer(layer);
   }
 }
 

@@ -5,46 +5,76 @@ import { CvisorError } from "../core/errors.js";
 import * as native from "../core/native.js";
 import { defaultHiddenPaths } from "../paths.js";
 import { parseDuration } from "./duration.js";
-import { buildEnv, envStrings } from "./env.js";
+import { buildEnv, envStrings, SANDBOX_ENV } from "./env.js";
 import { runFailure } from "./result.js";
+import type { SandboxLayer } from "./store.js";
 import type { RunOptions, SandboxOptions } from "./types.js";
 
-/** What createRun needs but the stdio: argv under a sandbox's options and a run's overrides. */
-export function runSpec(
-  argv: readonly string[],
-  o: Readonly<SandboxOptions>,
-  options: RunOptions,
-): Omit<native.RunSpec, "stdio"> {
+/** Throws the CvisorError of an argv that cannot be run (before anything is created for it). */
+export function checkArgv(argv: readonly string[]): void {
   if (!Array.isArray(argv) || argv.length === 0) {
     throw new CvisorError("empty command: run() needs at least a program name", "CV_ERR_INVALID");
   }
   if (!argv.every((arg) => typeof arg === "string")) {
     throw new CvisorError("every argument of run() must be a string", "CV_ERR_INVALID");
   }
+}
+
+/**
+ * What createRun needs but the stdio: argv under a sandbox's options and a run's overrides, in
+ * the sandbox layer (store.ts openLayer) whose name the guest sees and whose upper it writes.
+ */
+export function runSpec(
+  argv: readonly string[],
+  o: Readonly<SandboxOptions>,
+  options: RunOptions,
+  layer: Pick<SandboxLayer, "name" | "upper" | "work" | "storage">,
+): Omit<native.RunSpec, "stdio"> {
+  checkArgv(argv);
   const timeout = options.timeout ?? o.timeout;
   const cwd = options.cwd ?? o.cwd;
   return {
     helperPath: native.helperPath(),
     argv,
-    env: envStrings(buildEnv(process.env, o.env, options.env)),
+    env: envStrings(buildEnv(process.env, { [SANDBOX_ENV]: layer.name }, o.env, options.env)),
     cwd: cwd === undefined ? undefined : resolvePath(cwd),
     network: options.network ?? o.network ?? true,
     allowListen: options.allowListen ?? o.allowListen ?? false,
     timeoutMs: timeout === undefined ? 0 : parseDuration(timeout),
-    hide: hiddenPaths(o, options),
+    hide: hiddenPaths(o, options, layer.storage),
+    hostname: layer.name,
+    upper: { upper: layer.upper, work: layer.work },
   };
 }
 
-/** The default hidden paths minus the exposed ones, plus the extra hidden ones (absolute). */
-export function hiddenPaths(o: Readonly<SandboxOptions>, options: RunOptions): string[] {
+/**
+ * The default hidden paths minus the exposed ones, plus the extra hidden ones (absolute), plus
+ * `always` (the sandbox storage), which no --expose takes out: each is added unless a path
+ * already in the list holds it.
+ */
+export function hiddenPaths(
+  o: Readonly<SandboxOptions>,
+  options: RunOptions,
+  always: readonly string[] = [],
+): string[] {
   const abs = (list: readonly string[] | undefined): string[] =>
     list ? list.map((p) => resolvePath(p)) : [];
   const defaults = defaultHiddenPaths(); // already absolute
   const none = (l: readonly string[] | undefined): boolean => !l || l.length === 0;
-  if (none(o.expose) && none(options.expose) && none(o.hide) && none(options.hide)) return defaults;
-  const expose = new Set([...abs(o.expose), ...abs(options.expose)]);
-  const hide = [...defaults.filter((p) => !expose.has(p)), ...abs(o.hide)];
-  return [...new Set([...hide, ...abs(options.hide)])];
+  let hidden: string[];
+  if (none(o.expose) && none(options.expose) && none(o.hide) && none(options.hide)) {
+    hidden = defaults;
+  } else {
+    const expose = new Set([...abs(o.expose), ...abs(options.expose)]);
+    const hide = [...defaults.filter((p) => !expose.has(p)), ...abs(o.hide)];
+    hidden = [...new Set([...hide, ...abs(options.hide)])];
+  }
+  for (const path of always) {
+    if (!hidden.some((h) => path === h || path.startsWith(h.endsWith("/") ? h : `${h}/`))) {
+      hidden.push(path);
+    }
+  }
+  return hidden;
 }
 
 /** How a finished run ended: failure is the CvisorError of a run whose guest never ran. */

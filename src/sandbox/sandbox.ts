@@ -5,8 +5,9 @@ import net from "node:net";
 import { CvisorError } from "../core/errors.js";
 import * as native from "../core/native.js";
 import { parseDuration } from "./duration.js";
-import { finishRun, runSpec } from "./native-run.js";
+import { checkArgv, finishRun, runSpec } from "./native-run.js";
 import { toRunResult } from "./result.js";
+import { closeLayer, openLayer, validateSandboxName } from "./store.js";
 import type { OutputMode, RunOptions, RunResult, SandboxOptions } from "./types.js";
 
 /** A sandbox configuration; each run() starts a fresh guest under it. */
@@ -16,14 +17,17 @@ export class Sandbox {
 
   constructor(options: SandboxOptions = {}) {
     if (options.timeout !== undefined) parseDuration(options.timeout);
+    if (options.sandbox !== undefined) validateSandboxName(options.sandbox);
     this.options = { ...options };
   }
 
   /** Runs argv in the sandbox; rejects only when cvisor itself failed (never for the guest). */
   async run(argv: readonly string[], options: RunOptions = {}): Promise<RunResult> {
-    const spec = runSpec(argv, this.options, options);
+    checkArgv(argv);
+    const layer = openLayer(this.options.sandbox);
     const io = new Stdio();
     try {
+      const spec = runSpec(argv, this.options, options, layer);
       const stdio: [number, number, number] = [
         io.input(options.stdin ?? "ignore"),
         io.output("stdout", options.stdout ?? "pipe", 1),
@@ -33,6 +37,8 @@ export class Sandbox {
     } finally {
       io.closeGuestEnds();
       io.closeOwnEnds();
+      // The guest tree is gone (supervise freed the run): an ephemeral sandbox goes with it.
+      closeLayer(layer);
     }
   }
 }

@@ -2,6 +2,14 @@
 
 /** Options of a Sandbox, the defaults of each of its runs. */
 export interface SandboxOptions {
+  /**
+   * The name of a persistent sandbox: the guest's changes are kept under
+   * $CVISOR_HOME/sandboxes/<name> and seen again by the next run with the same name (created on
+   * first use). 1 to 64 letters, digits, '-', '_', '.'. Without it every run is ephemeral: its
+   * changes are thrown away when it ends. The guest's hostname and CVISOR_SANDBOX are the name
+   * ("cvisor" for ephemeral runs).
+   */
+  sandbox?: string;
   /** AF_INET/AF_INET6 sockets allowed (default true); AF_UNIX always works. */
   network?: boolean;
   /** bind/listen on inet sockets allowed (default false). */

@@ -34,6 +34,8 @@ test("the bundled CLI and the ESM parser agree on every line that runs no guest"
     ["-e", "=1", "--", "x"],
     ["ls", "-l"],
     ["doctor", "--", "x"],
+    ["--sandbox", "bad/name", "--", "true"],
+    ["--sandbox=..", "--", "true"],
   ];
   for (const args of lines) {
     const plan = parseCli(args, host);

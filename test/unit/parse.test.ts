@@ -104,6 +104,22 @@ test("unknown options and stray words are 125, one line, with a --help hint", ()
   assert.match(error(["ls", "-l"]).message, /cvisor \[options\] -- ls/);
 });
 
+test("--sandbox NAME: the named sandbox; a bad name is 125 with one line naming the rules", () => {
+  assert.equal(run(["--", "true"]).sandbox, undefined);
+  assert.equal(run(["--sandbox", "my.box_1-x", "--", "true"]).sandbox, "my.box_1-x");
+  assert.equal(run(["--sandbox=a", "--sandbox", "b", "--", "true"]).sandbox, "b");
+  // The token after --sandbox is its value, even "--" (a valid name: '-' is allowed).
+  assert.deepEqual(run(["--sandbox", "--", "--", "true"]).sandbox, "--");
+  for (const bad of ["bad/name", "..", ".", "", "x".repeat(65), "sp ace"]) {
+    const plan = error(["--sandbox", bad, "--", "true"]);
+    assert.equal(plan.exitCode, 125);
+    assert.ok(!plan.message.includes("\n"), plan.message);
+    assert.match(plan.message, /^invalid sandbox name .*letters, digits/);
+  }
+  const help = parseCli(["--help"], host);
+  assert.ok(help.kind === "print" && help.text.includes("--sandbox <name>"));
+});
+
 test("doctor", () => {
   assert.deepEqual(parseCli(["doctor"], host), { kind: "doctor", json: false });
   assert.deepEqual(parseCli(["doctor", "--json"], host), { kind: "doctor", json: true });
@@ -140,6 +156,12 @@ test("the fast path agrees with the full parser, or defers to it", () => {
     ["-e", "--", "--", "x"],
     ["--no-network", "--allow-listen", "--timeout", "2s", "-C", "/tmp", "--", "x"],
     ["--timeout=500ms", "--workdir=/", "--", "x"],
+    ["--sandbox", "box-1", "--", "x"],
+    ["--sandbox=a.b_c", "--sandbox", "last", "--", "x"],
+    ["--sandbox", "bad/name", "--", "x"],
+    ["--sandbox=", "--", "x"],
+    ["--sandbox", "--", "--", "x"],
+    ["--sandbox"],
     ["--timeout", "5x", "--", "x"],
     ["--timeout="],
     ["-e", "=1", "--", "x"],

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { cvisorHome, defaultHiddenPaths } from "../../src/paths.js";
+import { cvisorHome, defaultHiddenPaths, ephemeralRootCandidates } from "../../src/paths.js";
 
 test("CVISOR_HOME wins", () => {
   assert.equal(cvisorHome({ CVISOR_HOME: "/state", XDG_DATA_HOME: "/xdg" }), "/state");
@@ -25,4 +25,17 @@ test("defaultHiddenPaths: the credentials under $HOME and the state directory", 
     "/h/.git-credentials",
     "/state",
   ]);
+});
+
+test("ephemeralRootCandidates: $XDG_RUNTIME_DIR/cvisor when absolute, then <tmp>/cvisor-<uid>", () => {
+  const uid = process.getuid?.() ?? 0;
+  assert.deepEqual(ephemeralRootCandidates({ XDG_RUNTIME_DIR: "/run/user/7/", TMPDIR: "/t//" }), [
+    "/run/user/7/cvisor",
+    `/t/cvisor-${uid}`,
+  ]);
+  assert.deepEqual(ephemeralRootCandidates({ XDG_RUNTIME_DIR: "rel", TMPDIR: "rel" }), [
+    `/tmp/cvisor-${uid}`,
+  ]);
+  assert.deepEqual(ephemeralRootCandidates({ TMP: "/x" }), [`/x/cvisor-${uid}`]);
+  assert.deepEqual(ephemeralRootCandidates({}), [`/tmp/cvisor-${uid}`]);
 });

@@ -1,0 +1,228 @@
+// Ephemeral sandboxes: a run without a name gets its own directory under the ephemeral root,
+//   <root>/ephemeral/<pid>-<start>-<tag>/{upper,work}
+// removed when the run ends. The directory's name is its owner record: the pid and the start
+// time of the process that made it (/proc/<pid>/stat field 22, so a reused pid is told apart).
+// Being part of the name, it exists as soon as the directory does, so a sweeper never meets a
+// directory whose owner it cannot tell. Each run first lists ephemeral/ and removes what dead
+// processes left behind (a CLI that was SIGKILLed, a library process that exited mid-run).
+import {
+  chmodSync,
+  constants,
+  lstatSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  rmdirSync,
+} from "node:fs";
+import { CvisorError } from "../core/errors.js";
+import { ephemeralRootCandidates } from "../paths.js";
+import { removeTree } from "./remove-tree.js";
+
+/** The directories of one ephemeral run. */
+export interface EphemeralSandbox {
+  /** The ephemeral root (hidden from every guest). */
+  root: string;
+  /** <root>/ephemeral/<id>: removed when the run ends. */
+  dir: string;
+  upper: string;
+  work: string;
+}
+
+const ENTRY = /^(\d+)-(\d+)-[0-9a-z]+$/;
+
+let verified: { key: string; root: string } | undefined;
+let ownStart: string | undefined;
+let counter = 0;
+
+function errCode(err: unknown): string | undefined {
+  return (err as NodeJS.ErrnoException | undefined)?.code;
+}
+
+function uid(): number {
+  return process.getuid?.() ?? 0;
+}
+
+/**
+ * The ephemeral root: $XDG_RUNTIME_DIR/cvisor when that can be used, else
+ * <temp dir>/cvisor-<uid>; created mode 0700, refused when it is not a directory owned by this
+ * user (the temp dir is shared: someone else may have made the name first). Checked once per
+ * process.
+ */
+export function ephemeralRoot(env: NodeJS.ProcessEnv = process.env): string {
+  const candidates = ephemeralRootCandidates(env);
+  const key = candidates.join("\0");
+  if (verified?.key === key) return verified.root;
+  for (const [i, dir] of candidates.entries()) {
+    const problem = claimDir(dir);
+    if (problem === null) {
+      verified = { key, root: dir };
+      return dir;
+    }
+    if (i === candidates.length - 1) {
+      throw new CvisorError(
+        `cannot keep ephemeral sandboxes in ${dir}: ${problem} (remove it, or set XDG_RUNTIME_DIR)`,
+        "EEPHEMERAL",
+      );
+    }
+  }
+  throw new CvisorError("no place for ephemeral sandboxes", "EEPHEMERAL");
+}
+
+/** Makes sure dir is a directory of ours, mode 0700; null when it is, else what is wrong. */
+function claimDir(dir: string): string | null {
+  for (let tries = 0; tries < 3; tries++) {
+    let st;
+    try {
+      st = lstatSync(dir);
+    } catch (err) {
+      if (errCode(err) !== "ENOENT") return errCode(err) ?? String(err);
+      try {
+        mkdirSync(dir, 0o700);
+      } catch (mkErr) {
+        if (errCode(mkErr) !== "EEXIST") return errCode(mkErr) ?? String(mkErr);
+      }
+      continue; // look again: whoever made it, it must pass the checks below
+    }
+    const type = st.mode & constants.S_IFMT;
+    if (type === constants.S_IFLNK) return "it is a symbolic link";
+    if (type !== constants.S_IFDIR) return "it is not a directory";
+    if (st.uid !== uid()) return `it belongs to uid ${st.uid}, not to uid ${uid()}`;
+    // Ours (just checked without following links): no one else may list or enter it.
+    if ((st.mode & 0o777) !== 0o700) chmodSync(dir, 0o700);
+    return null;
+  }
+  return "it keeps changing";
+}
+
+/** Field 22 of /proc/<pid>/stat (start time in clock ticks) and the state, or null if gone. */
+function procStart(pid: number | "self"): { state: string; start: string } | null {
+  let text: string;
+  try {
+    // utf8: Node reads it on a fast path (latin1 costs ten times as much on a cold start).
+    text = readFileSync(`/proc/${pid}/stat`, "utf8");
+  } catch (err) {
+    const c = errCode(err);
+    if (c === "ENOENT" || c === "ESRCH") return null;
+    throw err;
+  }
+  // comm (field 2) may hold spaces and parentheses: count from the last ')'.
+  const fields = text.slice(text.lastIndexOf(")") + 2).split(" ");
+  return { state: fields[0] ?? "", start: fields[19] ?? "" };
+}
+
+/** This process's start time (ticks since boot), read once. */
+function ownStartTime(): string {
+  ownStart ??= procStart("self")?.start ?? "0";
+  return ownStart;
+}
+
+/** Is the owner recorded in an entry's name still running (same pid, same start time)? */
+function ownerAlive(pid: number, start: string): boolean {
+  if (pid === process.pid) return start === ownStartTime();
+  let info;
+  try {
+    info = procStart(pid);
+  } catch {
+    return true; // cannot tell (e.g. /proc with hidepid): leave it
+  }
+  return info !== null && info.state !== "Z" && info.state !== "X" && info.start === start;
+}
+
+/**
+ * Removes the ephemeral sandboxes whose owner process is gone. One readdir when there is
+ * nothing to do; never fails a run (what cannot be removed now is tried again next time).
+ */
+export function sweepOrphans(root: string): void {
+  const base = `${root}/ephemeral`;
+  let names: string[];
+  try {
+    // Entries are directories: a link count of 2 means none (where the filesystem counts them,
+    // ext4 and tmpfs do; btrfs says 1), and the listing is skipped. On the CLI's path an lstat
+    // is already warm, and a first readdirSync costs a noticeable part of `cvisor -- true`.
+    if (lstatSync(base).nlink === 2) return;
+    names = readdirSync(base);
+  } catch {
+    return; // not there yet: nothing to sweep
+  }
+  const alive = new Map<string, boolean>(); // one /proc read per owner, however many entries
+  for (const name of names) {
+    const m = ENTRY.exec(name);
+    if (!m) continue;
+    const owner = `${m[1]}-${m[2]}`;
+    let live = alive.get(owner);
+    if (live === undefined) alive.set(owner, (live = ownerAlive(Number(m[1]), m[2] ?? "")));
+    if (live) continue;
+    try {
+      removeTree(`${base}/${name}`);
+    } catch {
+      // Next time.
+    }
+  }
+}
+
+/** Creates the directories of a new ephemeral run (after sweeping orphans). */
+export function openEphemeral(env: NodeJS.ProcessEnv = process.env): EphemeralSandbox {
+  for (let tries = 0; ; tries++) {
+    const root = ephemeralRoot(env);
+    sweepOrphans(root);
+    const base = `${root}/ephemeral`;
+    const id = `${process.pid}-${ownStartTime()}-${(counter++).toString(36)}${Math.random().toString(36).slice(2, 8)}`;
+    const dir = `${base}/${id}`;
+    let made = false;
+    try {
+      mkdirIn(base, dir);
+      made = true;
+      const sb = { root, dir, upper: `${dir}/upper`, work: `${dir}/work` };
+      mkdirSync(sb.upper, 0o700);
+      mkdirSync(sb.work, 0o700);
+      return sb;
+    } catch (err) {
+      if (made) removeQuietly(dir);
+      // The root went away since this process checked it: check (and make) it again.
+      if (errCode(err) === "ENOENT" && tries < 2) {
+        verified = undefined;
+        continue;
+      }
+      throw new CvisorError(
+        `cannot create an ephemeral sandbox in ${base}: ${errCode(err) ?? String(err)}`,
+        "EEPHEMERAL",
+        { cause: err },
+      );
+    }
+  }
+}
+
+/** mkdir dir (0700), making its parent base first if it is missing. */
+function mkdirIn(base: string, dir: string): void {
+  try {
+    mkdirSync(dir, 0o700);
+  } catch (err) {
+    if (errCode(err) !== "ENOENT") throw err;
+    try {
+      mkdirSync(base, 0o700);
+    } catch (baseErr) {
+      if (errCode(baseErr) !== "EEXIST") throw baseErr;
+    }
+    mkdirSync(dir, 0o700);
+  }
+}
+
+/** Removes an ephemeral run's directory; never throws (an orphan is swept later). */
+export function closeEphemeral(sb: EphemeralSandbox): void {
+  try {
+    // The usual case, a guest that left nothing: three rmdirs, no listing.
+    rmdirSync(sb.upper);
+    rmdirSync(sb.work);
+    rmdirSync(sb.dir);
+  } catch {
+    removeQuietly(sb.dir);
+  }
+}
+
+function removeQuietly(dir: string): void {
+  try {
+    removeTree(dir);
+  } catch {
+    // Left for the next sweep.
+  }
+}
