@@ -9,13 +9,12 @@
 // sandbox over the original). The guard (gtest) proves the original fixture and $HOME are
 // unchanged afterwards.
 //
-// TEMPORARY GATE: the overlay and `--sandbox` are not in this branch yet (the sandbox is still
-// read-only), so every differential test is skipped unless CVISOR_TEST_OVERLAY is set:
-//   CVISOR_TEST_OVERLAY=1        native vs sandbox (the real suite)
+// CVISOR_TEST_OVERLAY chooses what the other side is:
+//   (unset)                      native vs sandbox: the suite
 //   CVISOR_TEST_OVERLAY=native   native vs a second native run: checks that every case is
 //                                deterministic and that the harness itself works, no sandbox
+//   CVISOR_TEST_OVERLAY=off      every case skipped
 // (CVISOR_TEST_OVERLAY_SHOW=1 also prints each case's native outcome, to review a case.)
-// Remove the gate (make "sandbox" the default in overlayMode) when the overlay lands.
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
 import { mkdirSync, realpathSync, utimesSync, writeFileSync } from "node:fs";
@@ -33,14 +32,12 @@ export type OverlayMode = "off" | "sandbox" | "native";
 /** How the differential suite runs, from CVISOR_TEST_OVERLAY (see the top of this file). */
 export function overlayMode(env: NodeJS.ProcessEnv = process.env): OverlayMode {
   const value = env.CVISOR_TEST_OVERLAY;
-  if (value === "1") return "sandbox";
   if (value === "native") return "native";
-  return "off";
+  if (value === "off") return "off";
+  return "sandbox";
 }
 
-export const GATE_REASON =
-  "the overlay differential suite is gated for now: set CVISOR_TEST_OVERLAY=1 " +
-  "(native vs sandbox) or CVISOR_TEST_OVERLAY=native (native determinism only)";
+export const GATE_REASON = "CVISOR_TEST_OVERLAY=off";
 
 // ---- cases --------------------------------------------------------------------------------
 

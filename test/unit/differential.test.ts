@@ -285,9 +285,9 @@ describe("comparing two runs", () => {
   });
 });
 
-test("the gate reads CVISOR_TEST_OVERLAY", () => {
-  assert.equal(overlayMode({}), "off");
-  assert.equal(overlayMode({ CVISOR_TEST_OVERLAY: "0" }), "off");
+test("CVISOR_TEST_OVERLAY picks the other side: the sandbox unless told otherwise", () => {
+  assert.equal(overlayMode({}), "sandbox");
+  assert.equal(overlayMode({ CVISOR_TEST_OVERLAY: "off" }), "off");
   assert.equal(overlayMode({ CVISOR_TEST_OVERLAY: "1" }), "sandbox");
   assert.equal(overlayMode({ CVISOR_TEST_OVERLAY: "native" }), "native");
 });

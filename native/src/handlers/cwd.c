@@ -58,10 +58,11 @@ static void drop(struct cv_run *r, pid_t tgid) {
     struct cv_cwd *c = find(r, tgid);
     if (!c) return;
     free(c->vpath);
+    if (c->fd >= 0) close(c->fd);
     *c = r->cwds[--r->ncwd];
 }
 
-static int set(struct cv_run *r, pid_t tgid, unsigned long long start, const char *vpath) {
+static int set(struct cv_run *r, pid_t tgid, unsigned long long start, const char *vpath, int fd) {
     struct cv_cwd *c = find(r, tgid);
     if (!c) {
         if (r->ncwd == r->cwd_cap) {
@@ -73,13 +74,16 @@ static int set(struct cv_run *r, pid_t tgid, unsigned long long start, const cha
         }
         c = &r->cwds[r->ncwd++];
         c->vpath = NULL;
+        c->fd = -1;
     }
     char *v = strdup(vpath);
     if (!v) {
-        *c = r->cwds[--r->ncwd];
+        if (!c->vpath) *c = r->cwds[--r->ncwd];
         return -ENOMEM;
     }
     free(c->vpath);
+    if (c->fd >= 0) close(c->fd);
+    c->fd = fd >= 0 ? fcntl(fd, F_DUPFD_CLOEXEC, 3) : -1;
     c->tgid = tgid;
     c->start = start;
     c->since = now_ticks();
@@ -87,14 +91,18 @@ static int set(struct cv_run *r, pid_t tgid, unsigned long long start, const cha
     return 0;
 }
 
-int cv_cwd_override(struct cv_notif *n, char *out, size_t len) {
+int cv_cwd_override(struct cv_notif *n, char *out, size_t len, int *fd) {
+    if (fd) *fd = -1;
     struct cv_run *r = n->run;
     if (!r->ncwd) return 0;
     pid_t tgid = cv_notif_tgid(n), ppid;
     unsigned long long start;
     if (cv_proc_stat(tgid, &ppid, &start) < 0) return 0;
     struct cv_cwd *c = find(r, tgid);
-    if (c && c->start == start) return snprintf(out, len, "%s", c->vpath) < (int)len;
+    if (c && c->start == start) {
+        if (fd && c->fd >= 0) *fd = fcntl(c->fd, F_DUPFD_CLOEXEC, 3);
+        return snprintf(out, len, "%s", c->vpath) < (int)len;
+    }
     if (c) drop(r, tgid); /* a dead process's pid, reused */
     /* A child forked after an ancestor's override inherits it (fork copies the cwd). */
     unsigned long long child_start = start;
@@ -107,7 +115,8 @@ int cv_cwd_override(struct cv_notif *n, char *out, size_t len) {
             if (pc->since > child_start) return 0; /* forked before the parent moved */
             char v[PATH_MAX];
             snprintf(v, sizeof v, "%s", pc->vpath);
-            set(r, tgid, start, v);
+            if (fd && pc->fd >= 0) *fd = fcntl(pc->fd, F_DUPFD_CLOEXEC, 3);
+            set(r, tgid, start, v, pc->fd);
             return snprintf(out, len, "%s", v) < (int)len;
         }
         child_start = pstart;
@@ -119,7 +128,13 @@ int cv_cwd_override(struct cv_notif *n, char *out, size_t len) {
 static struct cv_reply do_getcwd(struct cv_notif *n) {
     const __u64 *a = n->req->data.args;
     char v[PATH_MAX];
-    if (!cv_cwd_override(n, v, sizeof v)) {
+    if (cv_cwd_override(n, v, sizeof v, NULL)) {
+        struct cv_vnode vn; /* a remembered directory may have been removed since */
+        int e = cv_vresolve(n, AT_FDCWD, v, CV_RES_FOLLOW, &vn);
+        int gone = e < 0 || !vn.exists || !S_ISDIR(vn.st.st_mode);
+        if (e == 0) cv_vnode_release(&vn);
+        if (gone) return cv_err(ENOENT);
+    } else {
         char link[64], real[PATH_MAX];
         snprintf(link, sizeof link, "/proc/%d/cwd", (int)n->tid);
         if (cv_readlink(link, real, sizeof real) < 0) return cv_err(ENOENT);
@@ -200,7 +215,9 @@ static struct cv_reply do_chdir(struct cv_notif *n) {
         out = cv_err(ESRCH);
         goto done;
     }
-    e = set(r, tgid, start, v.vpath);
+    int dfd = cv_vnode_open(&v, O_DIRECTORY);
+    e = set(r, tgid, start, v.vpath, dfd);
+    if (dfd >= 0) close(dfd);
     out = e < 0 ? cv_err(-e) : cv_val(0);
 done:
     cv_vnode_release(&v);

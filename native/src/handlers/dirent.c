@@ -98,20 +98,25 @@ static struct cv_reply filtered(struct cv_notif *n, struct skip_ctx *ctx) {
     return out;
 }
 
-static struct cv_reply list(struct cv_notif *n, int upper, int lower, struct skip_ctx *ctx) {
+/* guest_host: the guest's fd is the host directory (it may be in a native listing: ext4 puts
+ * hash cookies in the offset, which look like anything, so an offset that names none of our
+ * snapshots of this directory is the kernel's). */
+static struct cv_reply list(struct cv_notif *n, int upper, int lower, int guest_host, struct skip_ctx *ctx) {
     const __u64 *a = n->req->data.args;
     cv_autoclose int dup = cv_notif_dup_fd(n, (int)a[0]);
     if (dup < 0) return cv_err(EBADF);
     off_t pos = lseek(dup, 0, SEEK_CUR);
     if (pos < 0) return cv_err(errno);
     uint32_t slot = cv_dirsnap_off_slot((uint64_t)pos), idx = cv_dirsnap_off_idx((uint64_t)pos);
-    if (pos != 0 && slot == 0) return cv_continue(); /* a native listing in progress: finish it natively */
-    struct cv_dirsnap *s = pos ? cv_dirsnap_get(slot) : NULL;
+    struct cv_dirsnap *s = pos && slot ? cv_dirsnap_get(slot) : NULL;
     /* The offset is the guest's to set: a slot of another directory (or sandbox) is not shown. */
     if (s && !cv_dirsnap_matches(s, upper, lower)) {
         cv_dirsnap_unref(s);
         s = NULL;
     }
+    /* A native listing in progress (the directory changed since it began): finish it natively;
+     * POSIX lets readdir miss changes made after opendir. */
+    if (!s && pos && guest_host) return cv_continue();
     if (!s) {
         s = cv_dirsnap_build(upper, lower, skip_name, ctx);
         if (!s) return cv_err(errno ? errno : ENOMEM);
@@ -147,6 +152,8 @@ struct cv_reply cv_h_dirent(struct cv_notif *n) {
     snprintf(link, sizeof link, "/proc/%d/fd/%d", (int)n->tid, gfd);
     if (cv_readlink(link, real, sizeof real) < 0) return cv_err(EBADF);
     if (real[0] != '/') return cv_continue(); /* not a directory: the kernel says ENOTDIR */
+    size_t rl = strlen(real);
+    if (rl > 10 && !strcmp(real + rl - 10, " (deleted)")) return cv_continue(); /* removed: empty */
     int old_abi = n->req->data.nr == __NR_getdents;
     struct skip_ctx ctx = {.n = n, .vdir = vdir};
     if (!strcmp(real, "/proc")) {
@@ -186,5 +193,5 @@ struct cv_reply cv_h_dirent(struct cv_notif *n) {
         }
     }
     if (old_abi) return up >= 0 && low < 0 ? cv_continue() : cv_err(EINVAL); /* legacy getdents: native only */
-    return list(n, up, low, &ctx);
+    return list(n, up, low, !in_upper, &ctx);
 }

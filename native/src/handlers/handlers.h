@@ -58,12 +58,18 @@ struct cv_reply cv_h_cwd(struct cv_notif *n);
 
 /* The guest process's remembered working directory (a virtual path the kernel's cwd cannot
  * hold), inherited by children forked after it was set: 1 and out filled, or 0. */
-int cv_cwd_override(struct cv_notif *n, char *out, size_t len);
+int cv_cwd_override(struct cv_notif *n, char *out, size_t len, int *fd /* the directory (O_PATH), or NULL */);
 
 /* A process's parent and start time (/proc/<pid>/stat). 0 or -1. */
 int cv_proc_stat(pid_t pid, pid_t *ppid, unsigned long long *start);
 /* The virtual path of the upper executable process pid runs (its /proc/<pid>/exe), or NULL. */
 const char *cv_exe_of(struct cv_run *r, pid_t pid);
+
+/* Open the FIFO dir/name on a thread of its own (a blocking open waits for the other end);
+ * the thread answers the notification. */
+struct cv_reply cv_fifo_open_async(struct cv_notif *n, int dir, const char *name, int flags);
+/* At the end of a run: let every FIFO open still waiting return. */
+void cv_fifo_release_all(struct cv_run *r);
 
 /* readlink of the relay's magic path: 1 and *out set when handled. */
 int cv_relay_request(struct cv_notif *n, const char *path, uint64_t buf, size_t size, struct cv_reply *out);

@@ -221,7 +221,13 @@ struct cv_reply cv_h_meta(struct cv_notif *n) {
     e = cv_vresolve(n, dirfd, path, follow ? CV_RES_FOLLOW : 0, &v);
     if (e == 0) {
         if (!v.exists) e = -ENOENT;
-        else if (v.in_proc) e = v.proc.proc_pid && v.proc.proc_pid != cv_notif_tgid(n) &&
+        else if (v.in_proc && v.proc.magic_fd >= 0 && v.proc.proc_pid == cv_notif_tgid(n)) {
+            /* /proc/self/fd/N: the file behind the guest's own fd (glibc's fchmodat(AT_SYMLINK_NOFOLLOW)). */
+            cv_vnode_release(&v);
+            out = on_fd(n, v.proc.magic_fd, &op);
+            free(op.value);
+            return out;
+        } else if (v.in_proc) e = v.proc.proc_pid && v.proc.proc_pid != cv_notif_tgid(n) &&
                                         !cv_tree_is_member(n->run, v.proc.proc_pid) ? -ENOENT : -EPERM;
         else if (nr == __NR_truncate && S_ISDIR(v.st.st_mode)) e = -EISDIR;
         else if (n->run->upper_fd < 0) e = -EROFS;

@@ -21,6 +21,9 @@
 #ifndef RENAME_NOREPLACE
 #define RENAME_NOREPLACE 1
 #endif
+#ifndef RENAME_EXCHANGE
+#define RENAME_EXCHANGE 2
+#endif
 
 void cv_ov_tmpname(char *out, size_t len);
 
@@ -274,9 +277,37 @@ static int is_inside(const char *path, const char *dir) {
     return !strncmp(path, dir, l) && (path[l] == '/' || (l == 1 && dir[0] == '/'));
 }
 
+/* The upper directory a moved directory lands in must hide the host's directory of that name. */
+static int hide_host_twin(int updir, const char *name, const struct cv_vnode *dest) {
+    if (!lower_has_dir(dest)) return 0;
+    cv_autoclose int d = openat(updir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    return d < 0 ? -errno : cv_ov_set_opaque(d);
+}
+
+/* RENAME_EXCHANGE: both names exist; both come up, then swap in the upper layer. */
+static int exchange(struct cv_notif *n, struct cv_vnode *ov, struct cv_vnode *nv) {
+    if (!ov->exists || !nv->exists) return -ENOENT;
+    if (ov->in_proc || nv->in_proc) return -EXDEV;
+    if (!*ov->name || !*nv->name) return -EBUSY;
+    if (n->run->upper_fd < 0) return -EROFS;
+    if (!strcmp(ov->vpath, nv->vpath)) return 0;
+    int e = may_change_in(ov);
+    if (e == 0) e = may_change_in(nv);
+    int odir = -1, ndir = -1;
+    if (e == 0) e = bring_up(n, ov, &odir);
+    if (e == 0) e = bring_up(n, nv, &ndir);
+    if (e == 0 && S_ISDIR(ov->st.st_mode)) e = hide_host_twin(odir, ov->name, nv);
+    if (e == 0 && S_ISDIR(nv->st.st_mode)) e = hide_host_twin(ndir, nv->name, ov);
+    if (e == 0 && renameat2(odir, ov->name, ndir, nv->name, RENAME_EXCHANGE) < 0) e = -errno;
+    if (odir >= 0) close(odir);
+    if (ndir >= 0) close(ndir);
+    return e;
+}
+
 static struct cv_reply do_rename(struct cv_notif *n, int odirfd, uint64_t oaddr, int ndirfd, uint64_t naddr,
                                  unsigned flags) {
-    if (flags & ~RENAME_NOREPLACE) return cv_err(EINVAL); /* RENAME_EXCHANGE, RENAME_WHITEOUT: not emulated */
+    if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE) || flags == (RENAME_NOREPLACE | RENAME_EXCHANGE))
+        return cv_err(EINVAL); /* RENAME_WHITEOUT: not emulated */
     const struct cv_run *r = n->run;
     char opath[PATH_MAX], npath[PATH_MAX];
     int e = cv_notif_path(n, oaddr, opath, sizeof opath);
@@ -289,6 +320,12 @@ static struct cv_reply do_rename(struct cv_notif *n, int odirfd, uint64_t oaddr,
     if (e < 0) {
         cv_vnode_release(&ov);
         return cv_err(-e);
+    }
+    if (flags & RENAME_EXCHANGE) {
+        e = exchange(n, &ov, &nv);
+        cv_vnode_release(&ov);
+        cv_vnode_release(&nv);
+        return e < 0 ? cv_err(-e) : cv_val(0);
     }
     int odir = -1, ndir = -1;
     if (!ov.exists) e = -ENOENT;
@@ -315,10 +352,7 @@ static struct cv_reply do_rename(struct cv_notif *n, int odirfd, uint64_t oaddr,
     }
     if (e == 0 && S_ISDIR(ov.st.st_mode)) {
         /* The moved directory must hide whatever the host has under its new name. */
-        if (lower_has_dir(&nv)) {
-            cv_autoclose int d = openat(odir, ov.name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-            if (d < 0 || cv_ov_set_opaque(d) < 0) e = -EIO;
-        }
+        e = hide_host_twin(odir, ov.name, &nv);
         /* An empty target directory in the upper may still hold whiteouts: clear it. */
         if (e == 0 && nv.exists && nv.layer == CV_UPPER) e = cv_ov_rmdir_upper(ndir, nv.name);
     }

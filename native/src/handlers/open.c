@@ -58,14 +58,6 @@ static struct cv_reply inject_checked(struct cv_notif *n, int fd, int flags) {
     return cv_notif_inject(n, fd, flags & O_CLOEXEC);
 }
 
-/* Open a FIFO without blocking the receiver (the other end may need a notification answered
- * first), then give it the guest's blocking mode. */
-static int open_fifo_at(int dir, const char *name, int flags) {
-    int fd = openat(dir, name, (flags & ~O_CLOEXEC) | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-    if (fd >= 0 && !(flags & O_NONBLOCK)) fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
-    return fd;
-}
-
 /* /proc/self/fd/N reopened for writing on a host file: the file is copied up and the copy opened. */
 static struct cv_reply reopen_copy_up(struct cv_notif *n, const struct cv_resolved *res, int flags) {
     char real[PATH_MAX], vpath[PATH_MAX];
@@ -185,10 +177,18 @@ static struct cv_reply open_tmpfile(struct cv_notif *n, const struct cv_vnode *v
 /* An existing object, opened by the supervisor in its layer. */
 static struct cv_reply open_existing(struct cv_notif *n, const struct cv_vnode *v, int flags) {
     int oflags = (flags & ~(O_CREAT | O_EXCL | O_CLOEXEC)) | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY;
+    if (flags & O_PATH) {
+        /* ADDFD cannot pass O_PATH files (the kernel's fget skips them): a read-only open stands in,
+         * which is all an O_PATH fd is used for (a dirfd, fstat, fchdir, /proc/self/fd). */
+        if (S_ISLNK(v->st.st_mode)) return cv_err(ELOOP);
+        oflags = O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK | (flags & O_DIRECTORY);
+    }
     int dir = v->layer == CV_UPPER ? v->pup : v->plow;
     const char *name = *v->name ? v->name : ".";
     if (dir < 0) return cv_err(ENOENT);
-    int fd = S_ISFIFO(v->st.st_mode) ? open_fifo_at(dir, name, oflags) : openat(dir, name, oflags);
+    if (S_ISFIFO(v->st.st_mode) && !(flags & (O_NONBLOCK | O_PATH)) && cv_notif_valid(n))
+        return cv_fifo_open_async(n, dir, name, flags); /* waits for the other end, like the kernel */
+    int fd = openat(dir, name, oflags);
     if (fd < 0) return cv_err(errno);
     return inject_checked(n, fd, flags);
 }
@@ -220,7 +220,9 @@ struct cv_reply cv_h_open(struct cv_notif *n) {
     if (r < 0) return cv_err(-r);
     struct cv_reply out;
     const struct stat *st = &v.st;
-    if (v.in_proc) {
+    if (creat && (flags & O_DIRECTORY) && !tmpfile) {
+        out = cv_err(EINVAL); /* the kernel refuses the pair outright (since 6.4) */
+    } else if (v.in_proc) {
         out = open_proc(n, &v.proc, flags, mode);
     } else if (tmpfile) {
         out = open_tmpfile(n, &v, flags, mode);

@@ -152,7 +152,7 @@ static struct cv_reply do_readlink(struct cv_notif *n, int dirfd, uint64_t path,
             size_t pl = strlen(p);
             const char *exe = pl > 4 && !strcmp(p + pl - 4, "/exe") ? cv_exe_of(n->run, v.proc.proc_pid) : NULL;
             if (pl > 4 && !strcmp(p + pl - 4, "/cwd") && v.proc.proc_pid == cv_notif_tgid(n) &&
-                cv_cwd_override(n, mapped, sizeof mapped))
+                cv_cwd_override(n, mapped, sizeof mapped, NULL))
                 snprintf(target, sizeof target, "%s", mapped);
             else if (exe)
                 snprintf(target, sizeof target, "%s", exe);

@@ -152,9 +152,19 @@ static int start_dir(struct cv_notif *n, int dirfd, struct wdir *d, int *in_proc
     char real[PATH_MAX], link[64];
     const struct cv_run *r = n->run;
     if (dirfd == AT_FDCWD) {
-        if (cv_cwd_override(n, real, sizeof real)) {
+        int held;
+        if (cv_cwd_override(n, real, sizeof real, &held)) {
             *touched = 1; /* the kernel's cwd is elsewhere */
-            return dir_at(r, real, d);
+            int e = dir_at(r, real, d);
+            if (e == -ENOENT || e == -ENOTDIR) {
+                /* The remembered directory was removed: names in it are gone, "." is the removed
+                 * directory itself, ".." still leads to its parent, as for a deleted kernel cwd. */
+                snprintf(d->vpath, sizeof d->vpath, "%s", real);
+                d->up = held;
+                return -ESTALE;
+            }
+            if (held >= 0) close(held);
+            return e;
         }
         snprintf(link, sizeof link, "/proc/%d/cwd", (int)n->tid);
     } else {
@@ -233,6 +243,31 @@ int cv_vresolve(struct cv_notif *n, int dirfd, const char *path, int flags, stru
     if (path[0] == '/') e = root_dir(r, &d);
     else e = start_dir(n, dirfd, &d, &in_proc, &v->touched);
     if (in_proc) return proc_handoff(n, dirfd, path, flags, v);
+    if (e == -ESTALE) {
+        int held = d.up;
+        if (!strcmp(path, ".") || !strcmp(path, "./")) {
+            /* The removed directory itself, through the fd kept for it. */
+            if (held < 0 || fstat(held, &v->st) < 0) {
+                if (held >= 0) close(held);
+                return -ENOENT;
+            }
+            v->exists = 1;
+            v->layer = CV_UPPER;
+            v->touched = 1;
+            snprintf(v->vpath, sizeof v->vpath, "%s", d.vpath);
+            v->name = v->vpath + strlen(v->vpath); /* "": the fd itself */
+            v->pup = held;
+            return 0;
+        }
+        if (held >= 0) close(held);
+        if (strncmp(path, "..", 2) || (path[2] && path[2] != '/')) return -ENOENT;
+        char abs[PATH_MAX * 2];
+        char *slash = strrchr(d.vpath, '/');
+        if (slash == d.vpath) slash[1] = 0;
+        else if (slash) *slash = 0;
+        snprintf(abs, sizeof abs, "%s/%s", d.vpath, path + 2);
+        return cv_vresolve(n, AT_FDCWD, abs, flags, v);
+    }
     if (e < 0) return e;
 
     char rest[PATH_MAX * 2], target[PATH_MAX];

@@ -221,6 +221,7 @@ void *cv_receiver_main(void *arg) {
         }
     }
     if (r->init_pid > 0 && r->init_pidfd < 0) waitpid(r->init_pid, NULL, 0);
+    cv_fifo_release_all(r);
     finish(r, &s, timed_out, killed);
     free(req);
     free(resp);

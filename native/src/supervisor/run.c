@@ -50,6 +50,7 @@ CV_API cv_run *cv_run_new(const char *helper_path) {
     r->ctl_efd = r->done_w = r->init_pidfd = r->status_r = r->go_w = r->listener = -1;
     r->fin_efd = -1;
     r->upper_fd = r->work_fd = -1;
+    pthread_mutex_init(&r->fifo_lock, NULL);
     atomic_init(&r->refs, 1);
     r->network = CV_NET_ALLOW;
     return r;
@@ -316,7 +317,13 @@ static void run_destroy(struct cv_run *r) {
     for (size_t i = 0; i < r->argc; i++) free(r->argv[i]);
     for (size_t i = 0; i < r->envc; i++) free(r->envp[i]);
     for (size_t i = 0; i < r->nhide; i++) free(r->hide[i]);
-    for (size_t i = 0; i < r->ncwd; i++) free(r->cwds[i].vpath);
+    for (size_t i = 0; i < r->ncwd; i++) {
+        free(r->cwds[i].vpath);
+        if (r->cwds[i].fd >= 0) close(r->cwds[i].fd);
+    }
+    for (size_t i = 0; i < r->nfifo; i++) close(r->fifo_waits[i].dir);
+    free(r->fifo_waits);
+    pthread_mutex_destroy(&r->fifo_lock);
     for (size_t i = 0; i < r->nexe; i++) free(r->exes[i].vpath);
     free(r->exes);
     for (size_t i = 0; i < r->nrelay; i++) {

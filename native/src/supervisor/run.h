@@ -28,6 +28,11 @@ struct cv_relay {
     size_t saved_len;
 };
 
+struct cv_fifo_wait {
+    int dir;
+    char name[256];
+};
+
 /* What /proc/<pid>/exe reads for a process the relay started from a memfd copy. */
 struct cv_exe {
     pid_t tgid;
@@ -42,6 +47,7 @@ struct cv_cwd {
     unsigned long long start; /* the process's start time (pid reuse) */
     unsigned long long since; /* boot-time ticks when set: children forked later inherit */
     char *vpath;
+    int fd;                   /* the directory itself (O_PATH): still there if it is removed */
 };
 
 struct cv_run {
@@ -82,6 +88,9 @@ struct cv_run {
     cv_run_result result;
     struct cv_relay *relays;  /* exec plans waiting for their relay (handlers/exec.c) */
     size_t nrelay, relay_cap;
+    pthread_mutex_t fifo_lock;    /* FIFOs being opened on threads of their own (handlers/fifo.c) */
+    struct cv_fifo_wait *fifo_waits;
+    size_t nfifo;
     struct cv_exe *exes;      /* processes running an upper executable (a memfd copy) */
     size_t nexe, exe_cap;
     struct cv_cwd *cwds;      /* working directories the kernel cannot hold (handlers/cwd.c) */

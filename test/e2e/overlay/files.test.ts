@@ -2,9 +2,6 @@
 // files and directories, natively on a copy of the fixture vs in a named sandbox over the
 // original (test/helpers/differential.ts). Each test compares exit codes, stdout, stderr and
 // the resulting tree; the guard proves the host fixture and $HOME unchanged.
-//
-// TEMPORARY GATE: skipped unless CVISOR_TEST_OVERLAY=1 (or =native for the native halves
-// only) until the overlay and --sandbox land in this branch; then the gate goes.
 import assert from "node:assert/strict";
 import { addManyFiles, diffTest, sh } from "../../helpers/differential.js";
 

@@ -1,9 +1,6 @@
 // Differential tests of the copy-on-write overlay: the working directory, deleted-and-recreated
 // (opaque) directories, and listings that mix host and new entries — natively on a copy of the
 // fixture vs in a named sandbox over the original (test/helpers/differential.ts).
-//
-// TEMPORARY GATE: skipped unless CVISOR_TEST_OVERLAY=1 (or =native for the native halves
-// only) until the overlay and --sandbox land in this branch; then the gate goes.
 import { addManyFiles, diffTest } from "../../helpers/differential.js";
 
 // ---- the working directory ----

@@ -2,9 +2,6 @@
 // sandbox does not see it, and the host never changes. Natively each sandbox label is its own
 // copy of the fixture, kept across steps; in the sandbox it is `cvisor --sandbox NAME`, one
 // name per label (test/helpers/differential.ts). The guard checks the host afterwards.
-//
-// TEMPORARY GATE: skipped unless CVISOR_TEST_OVERLAY=1 (or =native for the native halves
-// only) until the overlay and --sandbox land in this branch; then the gate goes.
 import assert from "node:assert/strict";
 import { diffTest, sh } from "../../helpers/differential.js";
 

@@ -3,9 +3,6 @@
 // (test/helpers/differential.ts). The last cases run a program that exists only in the
 // sandbox's layer ("[exec from upper]"): that needs the overlay's exec relay, a separate
 // mechanism from the file operations above, so they are kept apart and named so.
-//
-// TEMPORARY GATE: skipped unless CVISOR_TEST_OVERLAY=1 (or =native for the native halves
-// only) until the overlay and --sandbox land in this branch; then the gate goes.
 import assert from "node:assert/strict";
 import {
   addBuildFiles,
