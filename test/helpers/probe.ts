@@ -1,6 +1,7 @@
 // Running the try-syscall prober inside cvisor and checking what each op returned. Many ops go
 // in one guest run; a mismatch report lists every case, so one run shows all that is wrong.
 import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
 import { probeArgs, prober } from "./cc.js";
 import { cvisor, show, type CliOptions, type CliResult } from "./repo.js";
 
@@ -80,4 +81,34 @@ export async function expectProbes(
   );
   checkProbes(cases, run, what);
   return run;
+}
+
+/** Runs the same prober ops natively (no sandbox), e.g. on a scratch copy of a fixture. */
+export function runProbesNative(ops: readonly (readonly string[])[], cwd?: string): string[] {
+  const r = spawnSync(prober(), probeArgs(ops), { cwd, encoding: "utf8", timeout: 30_000 });
+  assert.equal(r.status, 0, `native prober: ${r.stderr}`);
+  return r.stdout.split("\n").filter((line) => line !== "");
+}
+
+/**
+ * The sandbox answers exactly as a writable copy would: each op's result in the sandbox
+ * (over the original fixture) equals its result natively on a copy (paths mapped by `toCopy`).
+ * `differs` names ops whose result may deliberately differ, with the reason in the test.
+ */
+export async function expectLikeNative(
+  cases: readonly (readonly string[])[],
+  toCopy: (arg: string) => string,
+  what: string,
+  options: { cliOptions?: readonly string[]; nativeCwd?: string; differs?: readonly string[] } = {},
+): Promise<void> {
+  const native = runProbesNative(
+    cases.map((op) => op.map(toCopy)),
+    options.nativeCwd,
+  );
+  const run = await runProbes(cases, options.cliOptions ?? []);
+  const expected: ProbeCase[] = cases.map((op, i) => ({
+    op,
+    expect: options.differs?.includes(op[0] ?? "") ? DENIED : (native[i] ?? "(none)"),
+  }));
+  checkProbes(expected, run, `${what} (want: the native result on a copy)`);
 }
