@@ -97,8 +97,10 @@ CV_API int cv_run_set_allow_listen(cv_run *r, int allow);
 CV_API int cv_run_set_timeout_ms(cv_run *r, uint32_t ms);       /* 0: none */
 CV_API int cv_run_set_hostname(cv_run *r, const char *name);    /* the guest's nodename (default "cvisor"); copied */
 /* The sandbox's copy-on-write layer: upper_dir is the writable tree the guest's changes land
- * in (docs/ARCHITECTURE.md, "The overlay on disk"), work_dir a private directory on the same
- * filesystem for atomic copy-ups. Both must exist. Without it every change fails EROFS. */
+ * in (docs/ARCHITECTURE.md, "The overlay"), work_dir a private directory on the same
+ * filesystem for atomic copy-ups. When upper_dir does not exist, both (absolute paths with one
+ * parent) are made, mode 0700 with that parent, on the guest's first change: a run that
+ * changes nothing leaves nothing on disk. Without a layer every change fails EROFS. */
 CV_API int cv_run_set_upper(cv_run *r, const char *upper_dir, const char *work_dir);
 
 /* Start the run. *done_fd receives a non-blocking, close-on-exec pipe read end that

@@ -1,6 +1,7 @@
 // Ephemeral sandboxes: a run without a name gets its own directory under the ephemeral root,
 //   <root>/ephemeral/<pid>-<start>-<tag>/{upper,work}
-// removed when the run ends. The directory's name is its owner record: the pid and the start
+// made by the core on the guest's first change (cv_run_set_upper with paths that do not exist
+// yet: a run that changes nothing costs no mkdir), removed when the run ends. The directory's name is its owner record: the pid and the start
 // time of the process that made it (/proc/<pid>/stat field 22, so a reused pid is told apart).
 // Being part of the name, it exists as soon as the directory does, so a sweeper never meets a
 // directory whose owner it cannot tell. Each run first lists ephemeral/ and removes what dead
@@ -129,20 +130,21 @@ function ownerAlive(pid: number, start: string): boolean {
 }
 
 /**
- * Removes the ephemeral sandboxes whose owner process is gone. One readdir when there is
- * nothing to do; never fails a run (what cannot be removed now is tried again next time).
+ * Removes the ephemeral sandboxes whose owner process is gone. One lstat when there is nothing
+ * to do; never fails a run (what cannot be removed now is tried again next time). Returns
+ * whether <root>/ephemeral exists.
  */
-export function sweepOrphans(root: string): void {
+export function sweepOrphans(root: string): boolean {
   const base = `${root}/ephemeral`;
   let names: string[];
   try {
     // Entries are directories: a link count of 2 means none (where the filesystem counts them,
     // ext4 and tmpfs do; btrfs says 1), and the listing is skipped. On the CLI's path an lstat
     // is already warm, and a first readdirSync costs a noticeable part of `cvisor -- true`.
-    if (lstatSync(base).nlink === 2) return;
+    if (lstatSync(base).nlink === 2) return true;
     names = readdirSync(base);
   } catch {
-    return; // not there yet: nothing to sweep
+    return false; // not there yet: nothing to sweep
   }
   const alive = new Map<string, boolean>(); // one /proc read per owner, however many entries
   for (const name of names) {
@@ -158,64 +160,49 @@ export function sweepOrphans(root: string): void {
       // Next time.
     }
   }
+  return true;
 }
 
-/** Creates the directories of a new ephemeral run (after sweeping orphans). */
+/**
+ * Names the directories of a new ephemeral run (after sweeping orphans) and makes sure their
+ * parent, <root>/ephemeral, exists; the run's own directories are made by the core on the
+ * guest's first change.
+ */
 export function openEphemeral(env: NodeJS.ProcessEnv = process.env): EphemeralSandbox {
   for (let tries = 0; ; tries++) {
     const root = ephemeralRoot(env);
-    sweepOrphans(root);
     const base = `${root}/ephemeral`;
-    const id = `${process.pid}-${ownStartTime()}-${(counter++).toString(36)}${Math.random().toString(36).slice(2, 8)}`;
-    const dir = `${base}/${id}`;
-    let made = false;
     try {
-      mkdirIn(base, dir);
-      made = true;
-      const sb = { root, dir, upper: `${dir}/upper`, work: `${dir}/work` };
-      mkdirSync(sb.upper, 0o700);
-      mkdirSync(sb.work, 0o700);
-      return sb;
+      if (!sweepOrphans(root)) mkdirSync(base, 0o700);
     } catch (err) {
-      if (made) removeQuietly(dir);
       // The root went away since this process checked it: check (and make) it again.
       if (errCode(err) === "ENOENT" && tries < 2) {
         verified = undefined;
         continue;
       }
-      throw new CvisorError(
-        `cannot create an ephemeral sandbox in ${base}: ${errCode(err) ?? String(err)}`,
-        "EEPHEMERAL",
-        { cause: err },
-      );
+      if (errCode(err) !== "EEXIST") {
+        throw new CvisorError(
+          `cannot create an ephemeral sandbox in ${base}: ${errCode(err) ?? String(err)}`,
+          "EEPHEMERAL",
+          { cause: err },
+        );
+      }
     }
+    const id = `${process.pid}-${ownStartTime()}-${(counter++).toString(36)}${Math.random().toString(36).slice(2, 8)}`;
+    const dir = `${base}/${id}`;
+    return { root, dir, upper: `${dir}/upper`, work: `${dir}/work` };
   }
 }
 
-/** mkdir dir (0700), making its parent base first if it is missing. */
-function mkdirIn(base: string, dir: string): void {
-  try {
-    mkdirSync(dir, 0o700);
-  } catch (err) {
-    if (errCode(err) !== "ENOENT") throw err;
-    try {
-      mkdirSync(base, 0o700);
-    } catch (baseErr) {
-      if (errCode(baseErr) !== "EEXIST") throw baseErr;
-    }
-    mkdirSync(dir, 0o700);
-  }
-}
-
-/** Removes an ephemeral run's directory; never throws (an orphan is swept later). */
+/** Removes an ephemeral run's directory, if the guest made it; never throws (an orphan is swept later). */
 export function closeEphemeral(sb: EphemeralSandbox): void {
   try {
-    // The usual case, a guest that left nothing: three rmdirs, no listing.
+    // The usual case, a guest that changed nothing: one failing rmdir, no listing.
     rmdirSync(sb.upper);
     rmdirSync(sb.work);
     rmdirSync(sb.dir);
   } catch {
-    removeQuietly(sb.dir);
+    removeQuietly(sb.dir); // never made (one lstat), half made, or holding the guest's files
   }
 }
 

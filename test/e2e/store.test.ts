@@ -105,9 +105,23 @@ gtest("without --sandbox the guest is in an ephemeral sandbox named cvisor", asy
   assert.deepEqual(s.ephemeral(), []);
 });
 
-gtest("the ephemeral sandbox exists while the guest runs and is gone after", async (fx) => {
+gtest("a run that changes nothing leaves nothing on disk", async (fx) => {
   const s = store(fx);
-  const run = cvisor([], ["sleep", "1.5"], { extraEnv: s.env });
+  const run = cvisor([], ["sh", "-c", "cat /etc/hostname >/dev/null; sleep 1"], {
+    extraEnv: s.env,
+  });
+  const seen = await waitFor(() => s.ephemeral().length > 0, 800);
+  const r = await run;
+  assert.equal(r.code, 0, show(r));
+  assert.ok(!seen, "no ephemeral directory for a guest that wrote nothing");
+  assert.deepEqual(s.ephemeral(), []);
+});
+
+gtest("the ephemeral sandbox exists once the guest writes, and is gone after", async (fx) => {
+  const s = store(fx);
+  const run = cvisor([], ["sh", "-c", `: > "${fx.p("made-in-sandbox")}"; sleep 1.5`], {
+    extraEnv: s.env,
+  });
   const seen = await waitFor(() => s.ephemeral().length === 1, 10_000);
   const during = s.ephemeral();
   const r = await run;
@@ -122,7 +136,9 @@ gtest("the ephemeral sandbox exists while the guest runs and is gone after", asy
 
 gtest("the ephemeral sandbox is removed after a --timeout kill", async (fx) => {
   const s = store(fx);
-  const run = cvisor(["--timeout", "700ms"], ["sleep", "30"], { extraEnv: s.env });
+  const run = cvisor(["--timeout", "700ms"], ["sh", "-c", `: > "${fx.p("w")}"; sleep 30`], {
+    extraEnv: s.env,
+  });
   const seen = await waitFor(() => s.ephemeral().length === 1, 10_000);
   const r = await run;
   assert.ok(seen, show(r));
@@ -135,7 +151,7 @@ gtest("a SIGKILLed CLI leaves an orphan that the next run removes", async (fx) =
   const marker = uniqueToken("cvisor-e2e-orphan");
   try {
     let pid = 0;
-    const run = runCli(["--", sleeper(), "30", marker], {
+    const run = runCli(["--", "sh", "-c", `: > "${fx.p("w")}"; exec "${sleeper()}" 30 ${marker}`], {
       extraEnv: s.env,
       onSpawn: (p) => (pid = p),
     });
@@ -159,7 +175,7 @@ gtest("a SIGKILLed CLI leaves an orphan that the next run removes", async (fx) =
 gtest("a named run sweeps orphans too, and leaves live runs alone", async (fx) => {
   const s = store(fx);
   const base = join(s.runtime, "cvisor", "ephemeral");
-  const live = cvisor([], ["sleep", "2"], { extraEnv: s.env });
+  const live = cvisor([], ["sh", "-c", `: > "${fx.p("w")}"; sleep 2`], { extraEnv: s.env });
   assert.ok(await waitFor(() => s.ephemeral().length === 1, 10_000));
   // An orphan (made after the live run's own sweep): pid 1 exists, but did not start at tick 1.
   mkdirSync(join(base, "1-1-dead", "upper", "deep"), { recursive: true });
@@ -267,13 +283,14 @@ gtest(
     );
     assert.deepEqual(libEphemeral(), []);
 
-    const timedOut = sb.run(["sleep", "30"], { timeout: "600ms" });
+    const write = `: > /tmp/${uniqueToken("cvisor-e2e-eph")}`; // in the sandbox only
+    const timedOut = sb.run(["sh", "-c", `${write}; sleep 30`], { timeout: "600ms" });
     assert.ok(await waitFor(() => libEphemeral().length === 1, 10_000));
     assert.equal((await timedOut).timedOut, true);
     assert.deepEqual(libEphemeral(), []);
 
     const controller = new AbortController();
-    const aborted = sb.run(["sleep", "30"], { signal: controller.signal });
+    const aborted = sb.run(["sh", "-c", `${write}; sleep 30`], { signal: controller.signal });
     assert.ok(await waitFor(() => libEphemeral().length === 1, 10_000));
     controller.abort();
     assert.notEqual((await aborted).exitCode, 0);

@@ -161,7 +161,9 @@ test("openLayer/closeLayer: a named layer's lastRun is set at the end", (t) => {
   const eph = openLayer(undefined, env);
   assert.equal(eph.name, "cvisor");
   assert.ok(eph.upper.startsWith(`${join(runtime, "cvisor", "ephemeral")}/`), eph.upper);
-  assert.ok(existsSync(eph.upper) && existsSync(eph.work));
+  // Made by the core on the guest's first change, not here.
+  assert.ok(!existsSync(eph.upper) && !existsSync(eph.work));
+  mkdirSync(eph.upper, { recursive: true }); // as the core would
   closeLayer(eph);
   assert.deepEqual(readdirSync(join(runtime, "cvisor", "ephemeral")), []);
 });
@@ -310,6 +312,11 @@ test("the ephemeral root is refused when it is a symlink or someone else's", (t)
 });
 
 test("ephemeral sandboxes: <root>/ephemeral/<pid>-<start>-<tag>/{upper,work}, removed at close", (t) => {
+  // openEphemeral only names them: the core makes them on the guest's first change (as below).
+  const made = (sb: { upper: string; work: string }): void => {
+    mkdirSync(sb.upper, { recursive: true, mode: 0o700 });
+    mkdirSync(sb.work, { mode: 0o700 });
+  };
   const runtime = tempDir(t, "cvisor-unit-xdg-");
   const env = { XDG_RUNTIME_DIR: runtime };
   const a = openEphemeral(env);
@@ -317,6 +324,9 @@ test("ephemeral sandboxes: <root>/ephemeral/<pid>-<start>-<tag>/{upper,work}, re
   assert.notEqual(a.dir, b.dir);
   const base = join(runtime, "cvisor", "ephemeral");
   assert.equal(mode(base), 0o700);
+  assert.deepEqual(readdirSync(base), [], "nothing made before the guest changes something");
+  made(a);
+  made(b);
   for (const sb of [a, b]) {
     assert.equal(sb.root, join(runtime, "cvisor"));
     assert.match(sb.dir, new RegExp(`^${base}/${process.pid}-\\d+-[0-9a-z]+$`));
@@ -340,6 +350,7 @@ test("sweepOrphans removes what dead processes left, keeps live owners and forei
   const runtime = tempDir(t, "cvisor-unit-xdg-");
   const env = { XDG_RUNTIME_DIR: runtime };
   const live = openEphemeral(env);
+  mkdirSync(live.upper, { recursive: true }); // as the core would on a first change
   const base = join(runtime, "cvisor", "ephemeral");
   // A process that has exited: its pid and start time.
   const child = spawn("sleep", ["0"]);

@@ -230,7 +230,7 @@ struct cv_reply cv_h_meta(struct cv_notif *n) {
         } else if (v.in_proc) e = v.proc.proc_pid && v.proc.proc_pid != cv_notif_tgid(n) &&
                                         !cv_tree_is_member(n->run, v.proc.proc_pid) ? -ENOENT : -EPERM;
         else if (nr == __NR_truncate && S_ISDIR(v.st.st_mode)) e = -EISDIR;
-        else if (n->run->upper_fd < 0) e = -EROFS;
+        else if (!cv_ov_writable(n->run)) e = -EROFS;
         else e = on_node(n, &v, &op);
         cv_vnode_release(&v);
     }

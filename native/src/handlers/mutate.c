@@ -96,7 +96,7 @@ static int prepare_new(struct cv_notif *n, int dirfd, uint64_t addr, struct cv_v
     if (e < 0) return e;
     if (v->exists) e = -EEXIST;
     else if (v->in_proc) e = -ENOENT;
-    else if (n->run->upper_fd < 0) e = -EROFS;
+    else if (!cv_ov_writable(n->run)) e = -EROFS;
     else if (cv_ov_reserved(v->name)) e = -EINVAL;
     else e = may_change_in(v);
     if (e == 0) {
@@ -114,7 +114,7 @@ static struct cv_reply do_mkdir(struct cv_notif *n, int dirfd, uint64_t addr, mo
     int dir;
     int e = prepare_new(n, dirfd, addr, &v, &dir);
     if (e < 0) return cv_err(-e);
-    const struct cv_run *r = n->run;
+    struct cv_run *r = n->run;
     char tmp[64];
     cv_ov_tmpname(tmp, sizeof tmp);
     if (mkdirat(r->work_fd, tmp, 0700) < 0) {
@@ -176,7 +176,7 @@ static struct cv_reply do_symlink(struct cv_notif *n, uint64_t target_addr, int 
 
 /* The upper directory holding an existing node, after copying the node up if it is a host one. */
 static int bring_up(struct cv_notif *n, const struct cv_vnode *v, int *dir) {
-    const struct cv_run *r = n->run;
+    struct cv_run *r = n->run;
     int e = 0;
     if (S_ISDIR(v->st.st_mode)) {
         if (v->layer == CV_LOWER || v->lower_dir) e = cv_ov_materialize(r, v->vpath, 1);
@@ -246,13 +246,13 @@ static struct cv_reply do_remove(struct cv_notif *n, int dirfd, uint64_t addr, i
     struct cv_vnode v;
     e = cv_vresolve(n, dirfd, path, 0, &v);
     if (e < 0) return cv_err(-e);
-    const struct cv_run *r = n->run;
+    struct cv_run *r = n->run;
     if (!v.exists) e = -ENOENT;
     else if (v.in_proc) e = -EACCES;
     else if (!*v.name || !strcmp(v.vpath, "/")) e = -EBUSY;
     else if (rmdir && !S_ISDIR(v.st.st_mode)) e = -ENOTDIR;
     else if (!rmdir && S_ISDIR(v.st.st_mode)) e = -EISDIR;
-    else if (r->upper_fd < 0) e = -EROFS;
+    else if (!cv_ov_writable(r)) e = -EROFS;
     else e = may_change_in(&v);
     if (e == 0 && rmdir) {
         int empty = merged_empty(r, &v);
@@ -289,7 +289,7 @@ static int exchange(struct cv_notif *n, struct cv_vnode *ov, struct cv_vnode *nv
     if (!ov->exists || !nv->exists) return -ENOENT;
     if (ov->in_proc || nv->in_proc) return -EXDEV;
     if (!*ov->name || !*nv->name) return -EBUSY;
-    if (n->run->upper_fd < 0) return -EROFS;
+    if (!cv_ov_writable(n->run)) return -EROFS;
     if (!strcmp(ov->vpath, nv->vpath)) return 0;
     int e = may_change_in(ov);
     if (e == 0) e = may_change_in(nv);
@@ -308,7 +308,7 @@ static struct cv_reply do_rename(struct cv_notif *n, int odirfd, uint64_t oaddr,
                                  unsigned flags) {
     if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE) || flags == (RENAME_NOREPLACE | RENAME_EXCHANGE))
         return cv_err(EINVAL); /* RENAME_WHITEOUT: not emulated */
-    const struct cv_run *r = n->run;
+    struct cv_run *r = n->run;
     char opath[PATH_MAX], npath[PATH_MAX];
     int e = cv_notif_path(n, oaddr, opath, sizeof opath);
     if (e == 0) e = cv_notif_path(n, naddr, npath, sizeof npath);
@@ -337,7 +337,7 @@ static struct cv_reply do_rename(struct cv_notif *n, int odirfd, uint64_t oaddr,
     else if (S_ISDIR(ov.st.st_mode) && is_inside(nv.vpath, ov.vpath)) e = -EINVAL;
     else if (nv.exists && S_ISDIR(ov.st.st_mode) && !S_ISDIR(nv.st.st_mode)) e = -ENOTDIR;
     else if (nv.exists && !S_ISDIR(ov.st.st_mode) && S_ISDIR(nv.st.st_mode)) e = -EISDIR;
-    else if (r->upper_fd < 0) e = -EROFS;
+    else if (!cv_ov_writable(r)) e = -EROFS;
     else if ((e = may_change_in(&ov)) == 0) e = may_change_in(&nv);
     if (e == 0 && nv.exists && S_ISDIR(nv.st.st_mode)) {
         int empty = merged_empty(r, &nv);

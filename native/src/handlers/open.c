@@ -140,8 +140,8 @@ static void parent_of(const char *vpath, char *out) {
 
 /* O_CREAT of a missing name: made in the upper, the guest's umask applied. */
 static struct cv_reply create(struct cv_notif *n, const struct cv_vnode *v, int flags, mode_t mode) {
-    const struct cv_run *r = n->run;
-    if (r->upper_fd < 0) return cv_err(EROFS);
+    struct cv_run *r = n->run;
+    if (!cv_ov_writable(r)) return cv_err(EROFS);
     if (v->trailing) return cv_err(EISDIR);
     if (flags & O_DIRECTORY) return cv_err(EINVAL);
     if (cv_ov_reserved(v->name)) return cv_err(EINVAL);
@@ -166,7 +166,7 @@ static struct cv_reply create(struct cv_notif *n, const struct cv_vnode *v, int 
 static struct cv_reply open_tmpfile(struct cv_notif *n, const struct cv_vnode *v, int flags, mode_t mode) {
     if (!v->exists) return cv_err(ENOENT);
     if (!S_ISDIR(v->st.st_mode)) return cv_err(ENOTDIR);
-    if (n->run->upper_fd < 0) return cv_err(EROFS);
+    if (!cv_ov_writable(n->run)) return cv_err(EROFS);
     cv_autoclose int dir = cv_ov_upper_dir(n->run, v->vpath);
     if (dir < 0) return cv_err(-dir);
     int fd = openat(dir, ".", (flags & ~O_CLOEXEC) | O_CLOEXEC, mode & 07777 & ~cv_notif_umask(n));

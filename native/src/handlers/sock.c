@@ -32,7 +32,7 @@ static struct cv_reply bind_path(struct cv_notif *n, const struct sockaddr_un *u
     int e = cv_vresolve(n, AT_FDCWD, path, CV_RES_PARENT, &v);
     if (e < 0) return cv_err(-e);
     if (v.exists) e = -EADDRINUSE;
-    else if (v.in_proc || n->run->upper_fd < 0) e = -EROFS;
+    else if (v.in_proc || !cv_ov_writable(n->run)) e = -EROFS;
     else if (cv_ov_reserved(v.name)) e = -EINVAL;
     struct cv_reply out;
     if (e < 0) {

@@ -49,7 +49,7 @@ static void copy_xattrs(int from, int to) {
 }
 
 /* Make the copy of a host object (dirfd + name) as work/tmp. 0 or -errno. */
-static int make_copy(const struct cv_run *r, int host_dir, const char *name, const struct stat *st, int with_data,
+static int make_copy(struct cv_run *r, int host_dir, const char *name, const struct stat *st, int with_data,
                      const char *tmp) {
     if (S_ISREG(st->st_mode)) {
         cv_autoclose int out = openat(r->work_fd, tmp, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0600);
@@ -85,15 +85,14 @@ static int make_copy(const struct cv_run *r, int host_dir, const char *name, con
     return -EROFS; /* device nodes: making one needs CAP_MKNOD */
 }
 
-static int place(const struct cv_run *r, const char *tmp, int parent, const char *name, int is_dir) {
+static int place(struct cv_run *r, const char *tmp, int parent, const char *name, int is_dir) {
     if (renameat2(r->work_fd, tmp, parent, name, RENAME_NOREPLACE) == 0) return 0;
     int e = errno;
     unlinkat(r->work_fd, tmp, is_dir ? AT_REMOVEDIR : 0);
     return e == EEXIST ? 0 : -e; /* someone else copied it up first */
 }
 
-int cv_ov_copy_up(const struct cv_run *r, const struct cv_vnode *v, int with_data) {
-    if (r->upper_fd < 0) return -EROFS;
+int cv_ov_copy_up(struct cv_run *r, const struct cv_vnode *v, int with_data) {
     if (v->layer != CV_LOWER || v->plow < 0) return 0;
     char parent[PATH_MAX];
     snprintf(parent, sizeof parent, "%s", v->vpath);
@@ -118,7 +117,7 @@ int cv_ov_copy_up(const struct cv_run *r, const struct cv_vnode *v, int with_dat
 
 /* Copy every host entry of the merged directory (upper `up`, host `low`) that the upper does not
  * already have or delete, recursively. */
-static int materialize_at(const struct cv_run *r, int up, int low, const char *vdir, int depth) {
+static int materialize_at(struct cv_run *r, int up, int low, const char *vdir, int depth) {
     if (depth > 256) return -ELOOP;
     int lfd = openat(low, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (lfd < 0) return -errno;
@@ -193,7 +192,7 @@ static int materialize_at(const struct cv_run *r, int up, int low, const char *v
     return cv_ov_set_opaque(up);
 }
 
-int cv_ov_materialize(const struct cv_run *r, const char *vdir, int lower_shows) {
+int cv_ov_materialize(struct cv_run *r, const char *vdir, int lower_shows) {
     cv_autoclose int up = cv_ov_upper_dir(r, vdir);
     if (up < 0) return up;
     if (!lower_shows) return cv_ov_set_opaque(up);

@@ -6,6 +6,8 @@
 #include <linux/openat2.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -46,7 +48,43 @@ int cv_ov_set_opaque(int upper_dir) {
     return 0;
 }
 
-int cv_ov_open_upper(const struct cv_run *r, const char *vpath, int flags, mode_t mode) {
+int cv_ov_writable(const struct cv_run *r) { return r->upper_fd >= 0 || r->upper_lazy; }
+
+int cv_ov_ensure_upper(struct cv_run *r) {
+    if (r->upper_fd >= 0) return 0;
+    if (!r->upper_lazy) return -EROFS;
+    /* upper and work share a parent (the sandbox's directory): made first, EEXIST is fine. */
+    char parent[PATH_MAX];
+    snprintf(parent, sizeof parent, "%s", r->upper_want);
+    char *slash = strrchr(parent, '/');
+    if (slash && slash != parent) {
+        *slash = 0;
+        if (mkdir(parent, 0700) < 0 && errno != EEXIST) return -errno;
+    }
+    if ((mkdir(r->upper_want, 0700) < 0 && errno != EEXIST) || (mkdir(r->work_want, 0700) < 0 && errno != EEXIST))
+        return -errno;
+    char real[PATH_MAX];
+    int u = open(r->upper_want, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    int w = open(r->work_want, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (u < 0 || w < 0 || !realpath(r->upper_want, real)) {
+        int e = errno;
+        if (u >= 0) close(u);
+        if (w >= 0) close(w);
+        return -e;
+    }
+    char *copy = strdup(real);
+    if (!copy) {
+        close(u);
+        close(w);
+        return -ENOMEM;
+    }
+    r->upper = copy;
+    r->work_fd = w;
+    r->upper_fd = u; /* last: from here on the layer exists */
+    return 0;
+}
+
+int cv_ov_open_upper(struct cv_run *r, const char *vpath, int flags, mode_t mode) {
     if (r->upper_fd < 0) return -EROFS;
     struct open_how how = {.flags = (uint64_t)(flags | O_NOFOLLOW | O_CLOEXEC),
                            .mode = (flags & (O_CREAT | O_TMPFILE)) ? mode : 0,
@@ -70,8 +108,9 @@ static void copy_attrs(int fd, const struct stat *st) {
     futimens(fd, ts);
 }
 
-int cv_ov_upper_dir(const struct cv_run *r, const char *vdir) {
-    if (r->upper_fd < 0) return -EROFS;
+int cv_ov_upper_dir(struct cv_run *r, const char *vdir) {
+    int made = cv_ov_ensure_upper(r);
+    if (made < 0) return made;
     int cur = openat(r->upper_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (cur < 0) return -errno;
     char buf[PATH_MAX], host[PATH_MAX] = "";

@@ -28,22 +28,28 @@ void cv_ov_unwhiteout(int upper_dir, const char *name);
 /* Mark an upper directory opaque. 0 or -errno. */
 int cv_ov_set_opaque(int upper_dir);
 
+/* The run has a writable layer (it may not exist on disk yet: see cv_ov_ensure_upper). */
+int cv_ov_writable(const struct cv_run *r);
+/* Make the upper and work directories of a lazily created layer (an ephemeral sandbox is only
+ * made on disk when its guest first changes something). 0 or -errno. */
+int cv_ov_ensure_upper(struct cv_run *r);
+
 /* The upper directory for a virtual directory that exists (upper or host), made
  * along the way with the host directories' modes and times. Returns an
  * O_RDONLY|O_DIRECTORY fd or -errno. */
-int cv_ov_upper_dir(const struct cv_run *r, const char *vdir);
+int cv_ov_upper_dir(struct cv_run *r, const char *vdir);
 
 /* Copy the host object v names (exists, layer CV_LOWER) into the upper layer,
  * atomically. with_data 0: a regular file comes up empty (O_TRUNC). 0 or
  * -errno; a concurrent copy-up of the same object counts as done. */
-int cv_ov_copy_up(const struct cv_run *r, const struct cv_vnode *v, int with_data);
+int cv_ov_copy_up(struct cv_run *r, const struct cv_vnode *v, int with_data);
 
 /* Bring a whole virtual directory into the upper layer (every host entry below
  * it copied up, the directory made opaque), so that it can be renamed. */
-int cv_ov_materialize(const struct cv_run *r, const char *vdir, int lower_shows);
+int cv_ov_materialize(struct cv_run *r, const char *vdir, int lower_shows);
 
 /* Open vpath in the upper layer without following any symlink. */
-int cv_ov_open_upper(const struct cv_run *r, const char *vpath, int flags, mode_t mode);
+int cv_ov_open_upper(struct cv_run *r, const char *vpath, int flags, mode_t mode);
 
 /* Remove an upper directory that holds only reserved entries (whiteouts, the opaque marker). */
 int cv_ov_rmdir_upper(int parent, const char *name);

@@ -133,9 +133,17 @@ CV_API int cv_run_set_hostname(cv_run *r, const char *name) {
 
 CV_API int cv_run_set_upper(cv_run *r, const char *upper_dir, const char *work_dir) {
     NOT_STARTED(r);
-    if (!upper_dir || !work_dir || r->upper) return CV_ERR_INVALID;
+    if (!upper_dir || !work_dir || r->upper || r->upper_lazy) return CV_ERR_INVALID;
     char real[PATH_MAX];
-    if (!realpath(upper_dir, real)) return CV_ERR_INVALID;
+    if (!realpath(upper_dir, real)) {
+        /* Not there yet: made on the first change (both absolute, beside each other). */
+        if (errno != ENOENT || upper_dir[0] != '/' || work_dir[0] != '/') return CV_ERR_INVALID;
+        r->upper_want = xstrdup(upper_dir);
+        r->work_want = xstrdup(work_dir);
+        if (!r->upper_want || !r->work_want) return CV_ERR_NOMEM;
+        r->upper_lazy = 1;
+        return 0;
+    }
     int u = open(real, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     int w = open(work_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     struct stat us, ws;
@@ -339,6 +347,8 @@ static void run_destroy(struct cv_run *r) {
     free(r->cwd);
     free(r->hostname);
     free(r->upper);
+    free(r->upper_want);
+    free(r->work_want);
     free(r->helper);
     free(r);
 }

@@ -62,7 +62,9 @@ struct cv_run {
     char *cwd;
     char *hostname;
     char *upper;              /* realpath of the upper layer, or NULL: read-only */
-    int upper_fd, work_fd;    /* O_DIRECTORY fds of upper and work (-1 without) */
+    int upper_fd, work_fd;    /* O_DIRECTORY fds of upper and work (-1 without, or not made yet) */
+    int upper_lazy;           /* upper_want and work_want are made on the first change */
+    char *upper_want, *work_want;
     int stdio[3];
     dev_t stdio_rdev[3]; /* terminal devices among the stdio fds (0: none) */
     int network;
