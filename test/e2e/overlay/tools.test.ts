@@ -154,3 +154,41 @@ diffTest(
   'printf \'#!/bin/sh\\necho new-script "$0" "$@"\\n\' > new.sh; chmod +x new.sh; ./new.sh a b; ' +
     "chmod +x noexec.sh; ./noexec.sh; sed -i 's/script-ran/edited-script-ran/' exec.sh; ./exec.sh x",
 );
+
+diffTest(
+  "[exec from upper] a Python venv made in the sandbox runs its python, also from subprocess",
+  {
+    steps: [
+      sh(
+        "python3 -m venv --without-pip venv && " +
+          "./venv/bin/python -c 'import sys; print(sys.prefix != sys.base_prefix, sys.prefix)' && " +
+          "venv/bin/python -c 'import subprocess, sys; " +
+          'print(subprocess.run([sys.executable, "-c", "import sys; print(sys.prefix)"], ' +
+          "capture_output=True, text=True).stdout.strip())' && " +
+          "PATH=\"$PWD/venv/bin:$PATH\" python -c 'import os, sys; print(os.path.basename(sys.executable))' && " +
+          "ls venv/bin | sort",
+      ),
+    ],
+    // activate scripts and pyvenv.cfg hold the venv's absolute path, which differs between the trees.
+    ignoreContent: /^\.\/venv\/(bin\/(activate.*|Activate\.ps1)|pyvenv\.cfg)$/,
+    timeoutMs: 60_000,
+  },
+);
+
+diffTest("npm install of a local package directory, then require() it", {
+  steps: [
+    sh(
+      'export npm_config_cache="$PWD/.npmcache" npm_config_update_notifier=false; ' +
+        "mkdir -p pkgs/localpkg app && " +
+        'printf \'{"name":"localpkg","version":"1.0.0","main":"index.js"}\\n\' > pkgs/localpkg/package.json && ' +
+        "echo 'module.exports = 6 * 7;' > pkgs/localpkg/index.js && " +
+        'cd app && printf \'{"name":"app","version":"1.0.0"}\\n\' > package.json && ' +
+        "npm install --offline --no-audit --no-fund --loglevel=error ../pkgs/localpkg && " +
+        "node -e 'console.log(require(\"localpkg\"))' && cat package.json && ls -A node_modules | sort",
+    ),
+  ],
+  // npm's own cache and logs (times, random names) are not the tree under test.
+  ignore: /^\.\/\.npmcache(\/|$)/,
+  normalize: (text: string) => text.replace(/ in \d+(\.\d+)?m?s$/m, " in (time)"),
+  timeoutMs: 60_000,
+});
