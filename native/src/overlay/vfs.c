@@ -127,6 +127,46 @@ static int descend(struct wdir *d, const char *name, int layer) {
     return 0;
 }
 
+/* Below a host directory with no upper twin nothing of the upper can show, so the directories
+ * of the rest of the path are plain host directories unless a symlink, "." or "..", or a hidden
+ * path is on the way: one openat2 takes the walk to the last component's parent. On any doubt
+ * (or failure) the walk goes on one component at a time, which gives the precise answer. */
+static void skip_host_dirs(const struct cv_run *r, struct wdir *d, char **pp) {
+    char *p = *pp;
+    char *end = p + strlen(p);
+    while (end > p && end[-1] == '/') end--;
+    char *last = end;
+    while (last > p && last[-1] != '/') last--;
+    if (last == p) return; /* one component left */
+    size_t dl = strlen(d->vpath), rl = (size_t)(last - p);
+    char rest[PATH_MAX], full[PATH_MAX];
+    if (rl >= sizeof rest || dl + 1 + rl >= sizeof full) return;
+    memcpy(rest, p, rl);
+    rest[rl] = 0;
+    for (char *c = rest; *c;) { /* no "." or ".." components */
+        while (*c == '/') c++;
+        if (c[0] == '.' && (c[1] == '/' || !c[1] || (c[1] == '.' && (c[2] == '/' || !c[2])))) return;
+        while (*c && *c != '/') c++;
+    }
+    if (dl == 1) dl = 0; /* "/" */
+    memcpy(full, d->vpath, dl);
+    full[dl] = '/';
+    memcpy(full + dl + 1, rest, rl + 1);
+    size_t fl = strlen(full);
+    while (fl > 1 && full[fl - 1] == '/') full[--fl] = 0;
+    for (size_t i = 0; i < r->nhide; i++) /* a hidden path on the way or below */
+        if (is_under(full, r->hide[i]) || is_under(r->hide[i], full)) return;
+    if (!strncmp(full, "/proc", 5) && (!full[5] || full[5] == '/')) return;
+    struct open_how how = {.flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
+                           .resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS};
+    int fd = (int)syscall(__NR_openat2, d->low, rest, &how, sizeof how);
+    if (fd < 0) return;
+    close(d->low);
+    d->low = fd;
+    snprintf(d->vpath, sizeof d->vpath, "%s", full);
+    *pp = last;
+}
+
 /* The directory at a symlink-free virtual path, walked from the root. */
 static int dir_at(const struct cv_run *r, const char *vpath, struct wdir *d) {
     int e = root_dir(r, d);
@@ -184,14 +224,8 @@ static int start_dir(struct cv_notif *n, int dirfd, struct wdir *d, int *in_proc
         return dir_at(r, vpath, d);
     }
     /* A host directory: it shows as itself; its upper twin, if any, holds the changes. */
-    d->low = open(link, O_PATH | O_CLOEXEC);
-    if (d->low < 0) return -ENOENT;
-    struct stat st;
-    if (fstat(d->low, &st) < 0 || !S_ISDIR(st.st_mode)) {
-        close(d->low);
-        d->low = -1;
-        return -ENOTDIR;
-    }
+    d->low = open(link, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (d->low < 0) return errno == ENOTDIR ? -ENOTDIR : -ENOENT;
     strcpy(d->vpath, vpath);
     d->up = -1;
     if (r->upper_fd >= 0 && strcmp(vpath, "/")) {
@@ -285,6 +319,7 @@ int cv_vresolve(struct cv_notif *n, int dirfd, const char *path, int flags, stru
     for (;;) {
         while (*p == '/') p++;
         if (!*p) break;
+        if (d.up < 0 && d.low >= 0 && !d.opq) skip_host_dirs(r, &d, &p);
         char *comp = p;
         while (*p && *p != '/') p++;
         int trailing = *p == '/';
