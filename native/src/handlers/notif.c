@@ -41,17 +41,20 @@ int cv_notif_path(struct cv_notif *n, uint64_t addr, char *buf, size_t len) {
 }
 
 struct cv_reply cv_notif_inject(struct cv_notif *n, int fd, int cloexec) {
+    /* ADDFD without SEND, then our copy closed, then the reply: the guest's close() of its fd is
+     * then the last one, so close-time effects (inotify IN_CLOSE_WRITE, releasing a lease) happen
+     * when the guest closes, not when the supervisor gets to it. The guest thread stays blocked
+     * in its syscall until the reply, so no other thread of it can act on the new fd first. */
     struct seccomp_notif_addfd add = {
         .id = n->req->id,
-        .flags = SECCOMP_ADDFD_FLAG_SEND,
         .srcfd = (uint32_t)fd,
         .newfd_flags = cloexec ? O_CLOEXEC : 0,
     };
     int r = ioctl(n->listener, SECCOMP_IOCTL_NOTIF_ADDFD, &add);
     int e = errno;
     close(fd);
-    if (r < 0) return e == ENOENT ? (struct cv_reply){CV_REPLY_DONE, 0, 0} : cv_err(e);
-    return (struct cv_reply){CV_REPLY_DONE, 0, 0};
+    if (r < 0) return cv_err(e == ENOENT ? ESRCH : e);
+    return cv_val(r);
 }
 
 int cv_notif_dup_fd(struct cv_notif *n, int guest_fd) {

@@ -19,6 +19,7 @@
 #include "common/util.h"
 #include "guest/mem.h"
 #include "handlers.h"
+#include "overlay/layers.h"
 #include "overlay/vfs.h"
 
 #ifndef AT_EMPTY_PATH
@@ -108,7 +109,8 @@ static struct cv_reply do_statx(struct cv_notif *n) {
 }
 
 static struct cv_reply do_access(struct cv_notif *n, int dirfd, uint64_t path, int mode, int flags) {
-    if (mode & ~(R_OK | W_OK | X_OK)) return cv_err(EINVAL);
+    if ((mode & ~(R_OK | W_OK | X_OK)) || (flags & ~(AT_EACCESS | AT_SYMLINK_NOFOLLOW | AT_EMPTY_PATH)))
+        return cv_err(EINVAL); /* checked first, as the kernel does */
     struct cv_vnode v;
     int fd_only;
     int e = resolve_arg(n, dirfd, path, (flags & AT_SYMLINK_NOFOLLOW) ? 0 : CV_RES_FOLLOW, flags & AT_EMPTY_PATH, &v,
@@ -213,6 +215,9 @@ static struct cv_reply do_xattr(struct cv_notif *n, int follow, int list) {
     return out;
 }
 
+/* A watch follows the sandbox's view: a host file is copied up first and the copy watched (the
+ * guest's writes go there), a host directory is watched through its upper twin (made if missing:
+ * an empty twin changes nothing in the merged view), where the guest's changes happen. */
 static struct cv_reply do_inotify(struct cv_notif *n) {
     const __u64 *a = n->req->data.args;
     uint32_t mask = (uint32_t)a[2];
@@ -220,13 +225,23 @@ static struct cv_reply do_inotify(struct cv_notif *n) {
     int fd_only;
     int e = resolve_arg(n, AT_FDCWD, a[1], (mask & IN_DONT_FOLLOW) ? 0 : CV_RES_FOLLOW, 0, &v, &fd_only);
     if (e < 0) return cv_err(-e);
-    cv_autoclose int fd = cv_vnode_open(&v, 0);
+    int fd = -1;
+    if (!v.in_proc && v.layer == CV_LOWER && cv_ov_writable(n->run) &&
+        (S_ISREG(v.st.st_mode) || S_ISDIR(v.st.st_mode))) {
+        e = S_ISDIR(v.st.st_mode) ? 0 : cv_ov_copy_up(n->run, &v, 1);
+        int d = e < 0 ? e : cv_ov_upper_dir(n->run, S_ISDIR(v.st.st_mode) ? v.vpath : "/");
+        if (d >= 0) close(d);
+        fd = e < 0 ? e : d < 0 ? d : cv_ov_open_upper(n->run, v.vpath, O_PATH, 0);
+    } else {
+        fd = cv_vnode_open(&v, 0);
+    }
     cv_vnode_release(&v);
     if (fd < 0) return cv_err(-fd);
+    cv_autoclose int obj = fd;
     cv_autoclose int ino = cv_notif_dup_fd(n, (int)a[0]);
     if (ino < 0) return cv_err(EBADF);
     char self[64];
-    snprintf(self, sizeof self, "/proc/self/fd/%d", fd);
+    snprintf(self, sizeof self, "/proc/self/fd/%d", obj);
     int wd = inotify_add_watch(ino, self, mask & ~IN_DONT_FOLLOW);
     return wd < 0 ? cv_err(errno) : cv_val(wd);
 }
