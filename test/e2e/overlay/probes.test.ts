@@ -171,3 +171,64 @@ diffTest("probe: mknod of a regular file, a FIFO and a char device (device resul
 });
 
 diffTest("probe: getcwd after rmdir of the cwd", probes(["getcwd-rmdir", "gone"]));
+
+diffTest(
+  "probe: a read-only fd reopened O_RDWR via /proc/self/fd: fchmod, fsetxattr, ftruncate on it",
+  probes(
+    ["reopen-meta", "hello.txt", "600", "5"],
+    ["reopen-meta", "xattr.txt", "640", "100"],
+    ["reopen-meta", "sub/nested.txt", "755", "0"],
+  ),
+);
+
+diffTest("probe: inotify watch on a new file, written and read through the overlay", {
+  steps: [probe(["inotify", "new.txt"]), sh('echo x > n2 && "$OVERLAY_PROBE" inotify n2 new.txt')],
+});
+
+diffTest("probe: inotify watch on a host file, written and read through the overlay", {
+  steps: [probe(["inotify", "hello.txt"]), probe(["inotify", "sub/nested.txt", "link-to-hello"])],
+});
+
+diffTest("probe: statfs of host files and dirs, new ones, symlinks and missing names (OK/errno)", {
+  steps: [
+    probe(["statfs", "hello.txt", "sub", "link-to-hello", "dir-link", "dangling", "missing", "."]),
+    sh(
+      'echo n > n.txt && mkdir nd && ln -s n.txt nl && echo more >> hello.txt && "$OVERLAY_PROBE" statfs n.txt nd nd/. nl hello.txt sub/../nd nd/missing',
+    ),
+  ],
+});
+
+diffTest("probe: getxattr/listxattr/removexattr (user.*) on a host file, a new file, symlinks", {
+  steps: [
+    probe(["xattrs", "xattr.txt", "user.cvisor", "link-to-hello"]),
+    probe(["xattrs", "hello.txt", "user.cvisor"]),
+    sh('echo n > n.txt && ln -s n.txt nl && "$OVERLAY_PROBE" xattrs n.txt user.other nl'),
+    // After the steps above, xattr.txt is a copy in the upper: the same calls again.
+    probe(["xattrs", "xattr.txt", "user.other", "dir-link"]),
+  ],
+});
+
+diffTest("probe: faccessat2 with AT_EACCESS and AT_SYMLINK_NOFOLLOW", {
+  steps: [
+    probe([
+      "access2",
+      "hello.txt",
+      "readonly.txt",
+      "exec.sh",
+      "noexec.sh",
+      "sub",
+      "link-to-hello",
+      "dangling",
+      "dir-link",
+      "missing",
+    ]),
+    sh(
+      'touch n.txt && chmod 600 n.txt && ln -s n.txt nl && ln -s nowhere nd && mkdir ndir && chmod 700 ndir && "$OVERLAY_PROBE" access2 n.txt nl nd ndir',
+    ),
+  ],
+});
+
+diffTest(
+  "probe: faccessat2 with an unknown flag or a bad mode fails with EINVAL",
+  probes(["access2-invalid", "hello.txt", "sub", "dangling", "missing"]),
+);
