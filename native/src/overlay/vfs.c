@@ -1,6 +1,7 @@
 #include "vfs.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
 #include <stdio.h>
@@ -18,12 +19,32 @@ struct wdir {
     int up;  /* upper directory (O_PATH) or -1 */
     int low; /* host directory whose entries show here, or -1 */
     int opq; /* the upper directory is opaque: its lower entries are hidden */
+    unsigned char up_borrowed, low_borrowed; /* the root's fds belong to the run / the process */
 };
 
 static void wdir_close(struct wdir *d) {
-    if (d->up >= 0) close(d->up);
-    if (d->low >= 0) close(d->low);
+    if (d->up >= 0 && !d->up_borrowed) close(d->up);
+    if (d->low >= 0 && !d->low_borrowed) close(d->low);
     d->up = d->low = -1;
+    d->up_borrowed = d->low_borrowed = 0;
+}
+
+/* An fd of the walk handed to the caller: its own copy when the walk only borrowed it. */
+static int hand_over(int fd, int borrowed) { return fd >= 0 && borrowed ? fcntl(fd, F_DUPFD_CLOEXEC, 3) : fd; }
+
+/* The host's root directory, opened once per process. */
+static int host_root(void) {
+    static _Atomic int fd = -1;
+    int cur = atomic_load(&fd);
+    if (cur >= 0) return cur;
+    int mine = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (mine < 0) return -1;
+    int expected = -1;
+    if (!atomic_compare_exchange_strong(&fd, &expected, mine)) {
+        close(mine);
+        return expected;
+    }
+    return mine;
 }
 
 static int is_under(const char *path, const char *prefix) {
@@ -58,16 +79,15 @@ static int is_opaque(int up) {
     return up >= 0 && faccessat(up, CV_OPAQUE_NAME, F_OK, AT_SYMLINK_NOFOLLOW) == 0;
 }
 
+/* "/": the run's upper root and the host root, borrowed (no open per look-up). The root is
+ * never opaque: it cannot be removed, renamed or made again. */
 static int root_dir(const struct cv_run *r, struct wdir *d) {
     strcpy(d->vpath, "/");
-    d->up = r->upper_fd >= 0 ? open_dir_at(r->upper_fd, ".") : -1;
-    d->low = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
-    if (d->low < 0 || (r->upper_fd >= 0 && d->up < 0)) {
-        wdir_close(d);
-        return -EIO;
-    }
-    d->opq = is_opaque(d->up);
-    return 0;
+    d->up = r->upper_fd;
+    d->low = host_root();
+    d->up_borrowed = d->low_borrowed = 1;
+    d->opq = 0;
+    return d->low < 0 ? -EIO : 0;
 }
 
 /* dir + "/" + name into out (PATH_MAX); callers checked the length. */
@@ -161,8 +181,9 @@ static void skip_host_dirs(const struct cv_run *r, struct wdir *d, char **pp) {
                            .resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS};
     int fd = (int)syscall(__NR_openat2, d->low, rest, &how, sizeof how);
     if (fd < 0) return;
-    close(d->low);
+    if (!d->low_borrowed) close(d->low);
     d->low = fd;
+    d->low_borrowed = 0;
     snprintf(d->vpath, sizeof d->vpath, "%s", full);
     *pp = last;
 }
@@ -457,8 +478,8 @@ final_dir:
     if (!strcmp(d.vpath, "/")) {
         /* "/" has no parent: it is its own, as the kernel answers. */
         v->name = v->vpath + 1;
-        v->pup = d.up >= 0 ? dup(d.up) : -1;
-        v->plow = d.low >= 0 ? dup(d.low) : -1;
+        v->pup = d.up >= 0 ? fcntl(d.up, F_DUPFD_CLOEXEC, 3) : -1;
+        v->plow = d.low >= 0 ? fcntl(d.low, F_DUPFD_CLOEXEC, 3) : -1;
         v->popq = d.opq;
         wdir_close(&d);
         return 0;
@@ -476,9 +497,9 @@ final_dir:
     }
 parent_out:
     v->name = strrchr(v->vpath, '/') + 1;
-    v->pup = d.up;
-    v->plow = d.low >= 0 && !d.opq ? d.low : -1;
-    if (v->plow < 0 && d.low >= 0) close(d.low);
+    v->pup = hand_over(d.up, d.up_borrowed);
+    v->plow = d.low >= 0 && !d.opq ? hand_over(d.low, d.low_borrowed) : -1;
+    if (v->plow < 0 && d.low >= 0 && !d.low_borrowed) close(d.low);
     v->popq = d.opq;
     return 0;
 fail:
