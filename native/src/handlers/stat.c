@@ -44,18 +44,15 @@ static int proc_visible(struct cv_notif *n, const struct cv_vnode *v) {
     return !pid || pid == cv_notif_tgid(n) || pid == n->run->init_pid || cv_tree_is_member(n->run, pid);
 }
 
-/* Resolve the path argument of this call. For AT_EMPTY_PATH with "", the dirfd itself. */
-static int resolve_arg(struct cv_notif *n, int dirfd, uint64_t addr, int flags, int empty_ok, struct cv_vnode *v,
-                       int *fd_only) {
-    char path[PATH_MAX];
-    int e = cv_notif_path(n, addr, path, sizeof path);
+/* Resolve a path the guest gave (already read). For AT_EMPTY_PATH with "", the dirfd itself. */
+static int resolve_text(struct cv_notif *n, int dirfd, const char *path, int flags, int empty_ok, struct cv_vnode *v,
+                        int *fd_only) {
     *fd_only = 0;
-    if (e < 0) return e;
     if (!*path && empty_ok) {
         *fd_only = 1;
         return 0;
     }
-    e = cv_vresolve(n, dirfd, path, flags, v);
+    int e = cv_vresolve(n, dirfd, path, flags, v);
     if (e < 0) return e;
     if (v->in_proc && !proc_visible(n, v)) {
         cv_vnode_release(v);
@@ -66,6 +63,16 @@ static int resolve_arg(struct cv_notif *n, int dirfd, uint64_t addr, int flags, 
         return -ENOENT;
     }
     return 0;
+}
+
+/* Read and resolve the path argument of this call. */
+static int resolve_arg(struct cv_notif *n, int dirfd, uint64_t addr, int flags, int empty_ok, struct cv_vnode *v,
+                       int *fd_only) {
+    char path[PATH_MAX];
+    int e = cv_notif_path(n, addr, path, sizeof path);
+    *fd_only = 0;
+    if (e < 0) return e;
+    return resolve_text(n, dirfd, path, flags, empty_ok, v, fd_only);
 }
 
 static struct cv_reply reply_write(struct cv_notif *n, uint64_t addr, const void *buf, size_t len, int64_t val) {
@@ -132,14 +139,15 @@ static struct cv_reply do_access(struct cv_notif *n, int dirfd, uint64_t path, i
 
 static struct cv_reply do_readlink(struct cv_notif *n, int dirfd, uint64_t path, uint64_t buf, int64_t size) {
     if (size <= 0) return cv_err(EINVAL);
-    char magic[sizeof CV_RELAY_MAGIC];
+    char text[PATH_MAX];
+    int e = cv_notif_path(n, path, text, sizeof text);
+    if (e < 0) return cv_err(-e);
     struct cv_reply relay;
-    if (dirfd == AT_FDCWD && cv_guest_read(n->tid, path, magic, sizeof magic) == 0 &&
-        !memcmp(magic, CV_RELAY_MAGIC, sizeof magic) && cv_relay_request(n, magic, buf, (size_t)size, &relay))
+    if (dirfd == AT_FDCWD && !strcmp(text, CV_RELAY_MAGIC) && cv_relay_request(n, text, buf, (size_t)size, &relay))
         return relay;
     struct cv_vnode v;
     int fd_only;
-    int e = resolve_arg(n, dirfd, path, 0, 1, &v, &fd_only);
+    e = resolve_text(n, dirfd, text, 0, 1, &v, &fd_only);
     if (e < 0) return cv_err(-e);
     char target[PATH_MAX], mapped[PATH_MAX];
     ssize_t len;
