@@ -21,7 +21,7 @@ import {
   writeFileSync,
 } from "node:fs";
 import path from "node:path";
-import { overlayProbe, racer, treeDumper } from "../helpers/cc.js";
+import { overlayProbe, prober, racer, treeDumper } from "../helpers/cc.js";
 import { diffTrees, parseDump } from "../helpers/differential.js";
 import { HELLO_TEXT, type Fixture } from "../helpers/fixture.js";
 import { diffSnapshots, gtest, snapshot, type WalkOptions } from "../helpers/guard.js";
@@ -749,4 +749,24 @@ gtest(
     unchangedOther();
   },
   { timeout: 90_000 },
+);
+
+gtest(
+  "a hard link made through /proc/self/fd of a host file links the sandbox's copy, never the host inode",
+  async (fx) => {
+    const r = await cvisor(
+      ["-C", fx.root],
+      [
+        "sh",
+        "-c",
+        `"$0" link-proc-fd hello.txt alias && echo appended >> alias && cat hello.txt alias`,
+        prober(),
+      ],
+    );
+    assert.equal(r.code, 0, show(r));
+    const want = `OK\n${HELLO_TEXT}appended\n${HELLO_TEXT}appended\n`;
+    assert.equal(r.out, want, show(r));
+    // The guard proves hello.txt on the host is unchanged; and no alias appeared there.
+    assert.ok(!existsSync(fx.p("alias")), show(r));
+  },
 );

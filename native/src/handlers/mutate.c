@@ -210,14 +210,30 @@ static struct cv_reply do_link(struct cv_notif *n, int odirfd, uint64_t oaddr, i
         return cv_err(-e);
     }
     if (ov.in_proc) {
-        /* An O_TMPFILE (or any open file) named through /proc/self/fd/N: link the guest's file. */
-        if (ov.proc.magic_fd < 0) e = -EXDEV;
-        else {
+        /* A file named through /proc/self/fd/N: an O_TMPFILE (or any file) of this sandbox's upper
+         * is linked as it is; a host file is linked as the guest sees it (copied up first) —
+         * a host file must never get a second name in the upper, or writes would reach it. */
+        char real[PATH_MAX], vp[PATH_MAX];
+        const char *up = n->run->upper;
+        int ours = ov.proc.magic_fd >= 0 && cv_readlink(ov.proc.path, real, sizeof real) > 0 && up &&
+                   !strncmp(real, up, strlen(up)) && real[strlen(up)] == '/';
+        if (ours) {
             cv_autoclose int fd = cv_notif_dup_fd(n, ov.proc.magic_fd);
             char self[64];
             snprintf(self, sizeof self, "/proc/self/fd/%d", fd);
             if (fd < 0) e = -EBADF;
             else if (linkat(AT_FDCWD, self, ndir, nv.name, AT_SYMLINK_FOLLOW) < 0) e = errno == ENOENT ? -ENOENT : -EXDEV;
+        } else if (ov.proc.magic_fd < 0 || cv_virtual_of_real(n->run, real, vp, sizeof vp) < 0) {
+            e = -EXDEV;
+        } else {
+            struct cv_vnode hv;
+            e = cv_vresolve(n, AT_FDCWD, vp, 0, &hv);
+            if (e == 0 && (!hv.exists || hv.in_proc || S_ISDIR(hv.st.st_mode))) e = -EXDEV;
+            int odir = -1;
+            if (e == 0) e = bring_up(n, &hv, &odir);
+            if (e == 0 && linkat(odir, hv.name, ndir, nv.name, 0) < 0) e = -errno;
+            if (odir >= 0) close(odir);
+            cv_vnode_release(&hv);
         }
     } else if (S_ISDIR(ov.st.st_mode)) {
         e = -EPERM;
