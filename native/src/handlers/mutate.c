@@ -150,7 +150,8 @@ static struct cv_reply do_mknod(struct cv_notif *n, int dirfd, uint64_t addr, mo
     mode_t perm = mode & 07777 & ~cv_notif_umask(n);
     if (mknodat(dir, v.name, (type ? type : S_IFREG) | 0600, 0) < 0) e = -errno;
     else {
-        fchmodat(dir, v.name, perm, 0);
+        /* Never through a symlink: another run of this sandbox may have replaced the name meanwhile. */
+        fchmodat(dir, v.name, perm, AT_SYMLINK_NOFOLLOW);
         cv_ov_unwhiteout(dir, v.name);
     }
     close(dir);
