@@ -35,22 +35,13 @@ export function defaultHiddenPaths(env: NodeJS.ProcessEnv = process.env): string
 }
 
 /**
- * Where ephemeral sandboxes may live, in order of preference: $XDG_RUNTIME_DIR/cvisor (when
- * set and absolute), then <system temp dir>/cvisor-<uid>. The store takes the first one it can
- * use (src/sandbox/ephemeral.ts).
+ * Where ephemeral sandboxes live: cvisor's state directory (ephemeral/ under it, next to
+ * sandboxes/). Not $XDG_RUNTIME_DIR or the temp dir: the storage is hidden from guests, and
+ * Landlock hides a path by granting each of its parent's other entries one by one, so the
+ * parent of the hidden storage must be a directory where nothing else appears during a run (an
+ * entry made in /tmp after the sandbox started would be unreadable to the guest). The state
+ * directory is hidden anyway. Returns the candidates in order (src/sandbox/ephemeral.ts).
  */
 export function ephemeralRootCandidates(env: NodeJS.ProcessEnv = process.env): string[] {
-  // Plain string work, no regex or path module: this runs at every `cvisor -- CMD`.
-  const trim = (dir: string): string => {
-    let end = dir.length;
-    while (end > 0 && dir[end - 1] === "/") end--;
-    return dir.slice(0, end);
-  };
-  const candidates: string[] = [];
-  const xdg = env.XDG_RUNTIME_DIR;
-  if (xdg && xdg[0] === "/") candidates.push(`${trim(xdg)}/cvisor`);
-  // What os.tmpdir() returns, read from `env` (and without its first-call cost on the run path).
-  const tmp = env.TMPDIR || env.TMP || env.TEMP || "/tmp";
-  candidates.push(`${tmp[0] === "/" ? trim(tmp) : "/tmp"}/cvisor-${process.getuid?.() ?? 0}`);
-  return candidates;
+  return [cvisorHome(env)];
 }

@@ -44,10 +44,8 @@ function uid(): number {
 }
 
 /**
- * The ephemeral root: $XDG_RUNTIME_DIR/cvisor when that can be used, else
- * <temp dir>/cvisor-<uid>; created mode 0700, refused when it is not a directory owned by this
- * user (the temp dir is shared: someone else may have made the name first). Checked once per
- * process.
+ * The ephemeral root: cvisor's state directory (src/paths.ts says why); created mode 0700 with
+ * its parents, refused when it is not a directory owned by this user. Checked once per process.
  */
 export function ephemeralRoot(env: NodeJS.ProcessEnv = process.env): string {
   const candidates = ephemeralRootCandidates(env);
@@ -61,7 +59,7 @@ export function ephemeralRoot(env: NodeJS.ProcessEnv = process.env): string {
     }
     if (i === candidates.length - 1) {
       throw new CvisorError(
-        `cannot keep ephemeral sandboxes in ${dir}: ${problem} (remove it, or set XDG_RUNTIME_DIR)`,
+        `cannot keep ephemeral sandboxes in ${dir}: ${problem} (fix it, or set CVISOR_HOME)`,
         "EEPHEMERAL",
       );
     }
@@ -78,7 +76,7 @@ function claimDir(dir: string): string | null {
     } catch (err) {
       if (errCode(err) !== "ENOENT") return errCode(err) ?? String(err);
       try {
-        mkdirSync(dir, 0o700);
+        mkdirSync(dir, { recursive: true, mode: 0o700 });
       } catch (mkErr) {
         if (errCode(mkErr) !== "EEXIST") return errCode(mkErr) ?? String(mkErr);
       }

@@ -212,7 +212,7 @@ export function openLayer(name?: string, env: NodeJS.ProcessEnv = process.env): 
       name,
       upper: named.upper,
       work: named.work,
-      storage: [...roots, sandboxesDir(env)],
+      storage: [...roots.map((root) => `${root}/ephemeral`), sandboxesDir(env)],
       named,
     };
   }
@@ -221,7 +221,7 @@ export function openLayer(name?: string, env: NodeJS.ProcessEnv = process.env): 
     name: DEFAULT_SANDBOX_NAME,
     upper: ephemeral.upper,
     work: ephemeral.work,
-    storage: [ephemeral.root, sandboxesDir(env)],
+    storage: [`${ephemeral.root}/ephemeral`, sandboxesDir(env)],
     ephemeral,
   };
 }

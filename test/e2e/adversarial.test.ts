@@ -198,7 +198,7 @@ gtest(
       /* 9 */ `ls ${q(sandboxes)}`,
       /* 10 */ `ls ${q(w.cvHome)}`,
       /* 11 */ "ls l-other-upper/",
-      /* 12 */ `ls ${q(path.join(w.runtime, "cvisor"))}`,
+      /* 12 */ `ls ${q(path.join(w.cvHome, "ephemeral"))}`,
       /* 13 */ `stat ${q(otherFile)}`,
       /* 14 */ `ln ${q(otherFile)} hard-other`,
       /* 15 */ "echo pwned > l-other",

@@ -33,7 +33,7 @@ interface Store {
   home: string;
   runtime: string;
   env: Record<string, string>;
-  /** The entries of <runtime>/cvisor/ephemeral ([] when it does not exist). */
+  /** The entries of $CVISOR_HOME/ephemeral ([] when it does not exist). */
   ephemeral(): string[];
   meta(name: string): { version: number; name: string; created: string; lastRun: string | null };
 }
@@ -42,7 +42,7 @@ function store(fx: Fixture): Store {
   const home = join(fx.scratch, "cvisor-home");
   const runtime = join(fx.scratch, "runtime");
   mkdirSync(runtime, { mode: 0o700 });
-  const base = join(runtime, "cvisor", "ephemeral");
+  const base = join(home, "ephemeral");
   return {
     home,
     runtime,
@@ -127,11 +127,11 @@ gtest("the ephemeral sandbox exists once the guest writes, and is gone after", a
   const r = await run;
   assert.ok(seen, `no ephemeral sandbox appeared during the run\n${show(r)}`);
   assert.match(during[0] ?? "", /^\d+-\d+-[0-9a-z]+$/);
-  const entry = join(s.runtime, "cvisor", "ephemeral", during[0] ?? "");
+  const entry = join(s.home, "ephemeral", during[0] ?? "");
   assert.equal(r.code, 0, show(r));
   assert.ok(!existsSync(entry), "removed after the run");
   assert.deepEqual(s.ephemeral(), []);
-  assert.equal(statSync(join(s.runtime, "cvisor")).mode & 0o777, 0o700);
+  assert.equal(statSync(s.home).mode & 0o777, 0o700);
 });
 
 gtest("the ephemeral sandbox is removed after a --timeout kill", async (fx) => {
@@ -174,7 +174,7 @@ gtest("a SIGKILLed CLI leaves an orphan that the next run removes", async (fx) =
 
 gtest("a named run sweeps orphans too, and leaves live runs alone", async (fx) => {
   const s = store(fx);
-  const base = join(s.runtime, "cvisor", "ephemeral");
+  const base = join(s.home, "ephemeral");
   const live = cvisor([], ["sh", "-c", `: > "${fx.p("w")}"; sleep 2`], { extraEnv: s.env });
   assert.ok(await waitFor(() => s.ephemeral().length === 1, 10_000));
   // An orphan (made after the live run's own sweep): pid 1 exists, but did not start at tick 1.
@@ -195,13 +195,13 @@ gtest("the sandbox storage is hidden from the guest, even with --expose", async 
   const made = await cvisor(["--sandbox", "hid"], ["true"], { extraEnv: s.env });
   assert.equal(made.code, 0, show(made));
   const meta = join(s.home, "sandboxes", "hid", "meta.json");
-  mkdirSync(join(s.runtime, "cvisor"), { recursive: true });
-  const canary = join(s.runtime, "cvisor", "canary");
+  mkdirSync(join(s.home, "ephemeral"), { recursive: true });
+  const canary = join(s.home, "ephemeral", "canary");
   writeFileSync(canary, "secret\n");
   for (const opts of [
     [],
     ["--expose", s.home],
-    ["--expose", join(s.runtime, "cvisor")],
+    ["--expose", join(s.home, "ephemeral")],
     ["--sandbox", "hid", "--expose", s.home],
   ]) {
     for (const file of [meta, canary]) {
@@ -248,7 +248,7 @@ process.env.CVISOR_HOME = join(libStore, "home");
 process.env.XDG_RUNTIME_DIR = libStore;
 process.on("exit", () => rmSync(libStore, { recursive: true, force: true }));
 const libEphemeral = (): string[] => {
-  const base = join(libStore, "cvisor", "ephemeral");
+  const base = join(libStore, "home", "ephemeral");
   return existsSync(base) ? readdirSync(base) : [];
 };
 

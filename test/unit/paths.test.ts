@@ -27,15 +27,10 @@ test("defaultHiddenPaths: the credentials under $HOME and the state directory", 
   ]);
 });
 
-test("ephemeralRootCandidates: $XDG_RUNTIME_DIR/cvisor when absolute, then <tmp>/cvisor-<uid>", () => {
-  const uid = process.getuid?.() ?? 0;
-  assert.deepEqual(ephemeralRootCandidates({ XDG_RUNTIME_DIR: "/run/user/7/", TMPDIR: "/t//" }), [
-    "/run/user/7/cvisor",
-    `/t/cvisor-${uid}`,
-  ]);
-  assert.deepEqual(ephemeralRootCandidates({ XDG_RUNTIME_DIR: "rel", TMPDIR: "rel" }), [
-    `/tmp/cvisor-${uid}`,
-  ]);
-  assert.deepEqual(ephemeralRootCandidates({ TMP: "/x" }), [`/x/cvisor-${uid}`]);
-  assert.deepEqual(ephemeralRootCandidates({}), [`/tmp/cvisor-${uid}`]);
+test("ephemeralRootCandidates: cvisor's state directory, never /tmp or $XDG_RUNTIME_DIR", () => {
+  assert.deepEqual(
+    ephemeralRootCandidates({ CVISOR_HOME: "/s", XDG_RUNTIME_DIR: "/run/user/7", TMPDIR: "/t" }),
+    ["/s"],
+  );
+  assert.deepEqual(ephemeralRootCandidates({ XDG_DATA_HOME: "/d" }), ["/d/cvisor"]);
 });

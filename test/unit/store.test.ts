@@ -147,12 +147,11 @@ test("touchLastRun: lastRun set by a rename, nothing else changed, no temp file 
 
 test("openLayer/closeLayer: a named layer's lastRun is set at the end", (t) => {
   const home = tempDir(t);
-  const runtime = tempDir(t, "cvisor-unit-xdg-");
-  const env = { CVISOR_HOME: home, XDG_RUNTIME_DIR: runtime };
+  const env = { CVISOR_HOME: home };
   const layer = openLayer("named-one", env);
   assert.equal(layer.name, "named-one");
   assert.equal(layer.upper, join(home, "sandboxes", "named-one", "upper"));
-  assert.deepEqual(layer.storage, [join(runtime, "cvisor"), join(home, "sandboxes")]);
+  assert.deepEqual(layer.storage, [join(home, "ephemeral"), join(home, "sandboxes")]);
   assert.equal(meta(join(home, "sandboxes", "named-one")).lastRun, null);
   closeLayer(layer);
   const lastRun = meta(join(home, "sandboxes", "named-one")).lastRun;
@@ -160,12 +159,12 @@ test("openLayer/closeLayer: a named layer's lastRun is set at the end", (t) => {
 
   const eph = openLayer(undefined, env);
   assert.equal(eph.name, "cvisor");
-  assert.ok(eph.upper.startsWith(`${join(runtime, "cvisor", "ephemeral")}/`), eph.upper);
+  assert.ok(eph.upper.startsWith(`${join(home, "ephemeral")}/`), eph.upper);
   // Made by the core on the guest's first change, not here.
   assert.ok(!existsSync(eph.upper) && !existsSync(eph.work));
   mkdirSync(eph.upper, { recursive: true }); // as the core would
   closeLayer(eph);
-  assert.deepEqual(readdirSync(join(runtime, "cvisor", "ephemeral")), []);
+  assert.deepEqual(readdirSync(join(home, "ephemeral")), []);
 });
 
 test("a sandbox from a newer cvisor is refused and left untouched", (t) => {
@@ -263,51 +262,37 @@ test("concurrent creation of one name from several processes: one sandbox, all u
   }
 });
 
-test("the ephemeral root: $XDG_RUNTIME_DIR/cvisor, else <tmp>/cvisor-<uid>, private", (t) => {
-  const runtime = tempDir(t, "cvisor-unit-xdg-");
-  const tmp = tempDir(t, "cvisor-unit-tmp-");
-  const uid = process.getuid?.() ?? 0;
-  assert.equal(ephemeralRoot({ XDG_RUNTIME_DIR: runtime, TMPDIR: tmp }), join(runtime, "cvisor"));
-  assert.equal(mode(join(runtime, "cvisor")), 0o700);
-  // Unset, relative, missing: the temp dir.
-  for (const xdg of [undefined, "relative", join(runtime, "missing")]) {
-    const env = xdg === undefined ? { TMPDIR: tmp } : { XDG_RUNTIME_DIR: xdg, TMPDIR: tmp };
-    assert.equal(ephemeralRoot(env), join(tmp, `cvisor-${uid}`), String(xdg));
-  }
-  assert.equal(mode(join(tmp, `cvisor-${uid}`)), 0o700);
+test("the ephemeral root: cvisor's state directory, made with its parents, private", (t) => {
+  const base = tempDir(t, "cvisor-unit-home-");
+  const home = join(base, "deep", "state");
+  assert.equal(ephemeralRoot({ CVISOR_HOME: home, XDG_RUNTIME_DIR: base, TMPDIR: base }), home);
+  assert.equal(mode(home), 0o700);
   // Ours but too open: tightened.
-  const loose = tempDir(t, "cvisor-unit-tmp-");
-  mkdirSync(join(loose, `cvisor-${uid}`), { mode: 0o777 });
-  chmodSync(join(loose, `cvisor-${uid}`), 0o777);
-  assert.equal(ephemeralRoot({ TMPDIR: loose }), join(loose, `cvisor-${uid}`));
-  assert.equal(mode(join(loose, `cvisor-${uid}`)), 0o700);
+  const loose = join(tempDir(t, "cvisor-unit-home-"), "state");
+  mkdirSync(loose, { mode: 0o777 });
+  chmodSync(loose, 0o777);
+  assert.equal(ephemeralRoot({ CVISOR_HOME: loose }), loose);
+  assert.equal(mode(loose), 0o700);
 });
 
 test("the ephemeral root is refused when it is a symlink or someone else's", (t) => {
-  const uid = process.getuid?.() ?? 0;
   const linked = tempDir(t, "cvisor-unit-tmp-");
   const target = tempDir(t, "cvisor-unit-target-");
-  symlinkSync(target, join(linked, `cvisor-${uid}`));
-  assert.throws(() => ephemeralRoot({ TMPDIR: linked }), {
+  symlinkSync(target, join(linked, "state"));
+  assert.throws(() => ephemeralRoot({ CVISOR_HOME: join(linked, "state") }), {
     code: "EEPHEMERAL",
     message: /symbolic link/,
   });
   assert.deepEqual(readdirSync(target), []);
   if (isRoot) {
     const foreign = tempDir(t, "cvisor-unit-tmp-");
-    mkdirSync(join(foreign, `cvisor-${uid}`), { mode: 0o777 });
-    chownSync(join(foreign, `cvisor-${uid}`), NOBODY, NOBODY);
-    assert.throws(() => ephemeralRoot({ TMPDIR: foreign }), {
+    mkdirSync(join(foreign, "state"), { mode: 0o777 });
+    chownSync(join(foreign, "state"), NOBODY, NOBODY);
+    assert.throws(() => ephemeralRoot({ CVISOR_HOME: join(foreign, "state") }), {
       code: "EEPHEMERAL",
       message: new RegExp(`belongs to uid ${NOBODY}`),
     });
-    assert.deepEqual(readdirSync(join(foreign, `cvisor-${uid}`)), []);
-    // With a usable $XDG_RUNTIME_DIR the temp dir is not even looked at.
-    const runtime = tempDir(t, "cvisor-unit-xdg-");
-    assert.equal(
-      ephemeralRoot({ XDG_RUNTIME_DIR: runtime, TMPDIR: foreign }),
-      join(runtime, "cvisor"),
-    );
+    assert.deepEqual(readdirSync(join(foreign, "state")), []);
   }
 });
 
@@ -317,18 +302,18 @@ test("ephemeral sandboxes: <root>/ephemeral/<pid>-<start>-<tag>/{upper,work}, re
     mkdirSync(sb.upper, { recursive: true, mode: 0o700 });
     mkdirSync(sb.work, { mode: 0o700 });
   };
-  const runtime = tempDir(t, "cvisor-unit-xdg-");
-  const env = { XDG_RUNTIME_DIR: runtime };
+  const runtime = tempDir(t, "cvisor-unit-home-");
+  const env = { CVISOR_HOME: runtime };
   const a = openEphemeral(env);
   const b = openEphemeral(env);
   assert.notEqual(a.dir, b.dir);
-  const base = join(runtime, "cvisor", "ephemeral");
+  const base = join(runtime, "ephemeral");
   assert.equal(mode(base), 0o700);
   assert.deepEqual(readdirSync(base), [], "nothing made before the guest changes something");
   made(a);
   made(b);
   for (const sb of [a, b]) {
-    assert.equal(sb.root, join(runtime, "cvisor"));
+    assert.equal(sb.root, runtime);
     assert.match(sb.dir, new RegExp(`^${base}/${process.pid}-\\d+-[0-9a-z]+$`));
     for (const d of [sb.dir, sb.upper, sb.work]) assert.equal(mode(d), 0o700, d);
   }
@@ -347,11 +332,11 @@ test("ephemeral sandboxes: <root>/ephemeral/<pid>-<start>-<tag>/{upper,work}, re
 });
 
 test("sweepOrphans removes what dead processes left, keeps live owners and foreign names", async (t) => {
-  const runtime = tempDir(t, "cvisor-unit-xdg-");
-  const env = { XDG_RUNTIME_DIR: runtime };
+  const runtime = tempDir(t, "cvisor-unit-home-");
+  const env = { CVISOR_HOME: runtime };
   const live = openEphemeral(env);
   mkdirSync(live.upper, { recursive: true }); // as the core would on a first change
-  const base = join(runtime, "cvisor", "ephemeral");
+  const base = join(runtime, "ephemeral");
   // A process that has exited: its pid and start time.
   const child = spawn("sleep", ["0"]);
   const pid = child.pid ?? 0;
@@ -369,7 +354,7 @@ test("sweepOrphans removes what dead processes left, keeps live owners and forei
     mkdirSync(join(d, "work"));
   }
   mkdirSync(foreignName);
-  sweepOrphans(join(runtime, "cvisor"));
+  sweepOrphans(runtime);
   const left = readdirSync(base).sort();
   assert.deepEqual(left, [live.dir.split("/").pop(), "not-an-entry"].sort());
   // The sweep happens at the start of every run.
