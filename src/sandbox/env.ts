@@ -17,6 +17,8 @@ export const DEFAULT_ENV_KEYS: readonly string[] = [
   "TMPDIR",
 ];
 
+const DEFAULT_KEYS: ReadonlySet<string> = new Set(DEFAULT_ENV_KEYS);
+
 /** CVISOR_SANDBOX in every guest: the sandbox's name, like its nodename (ephemeral runs: "cvisor"). */
 export const SANDBOX_ENV = "CVISOR_SANDBOX";
 export const DEFAULT_SANDBOX_NAME = "cvisor";
@@ -32,9 +34,12 @@ export function buildEnv(
   ...layers: EnvLayer[]
 ): Record<string, string> {
   const env: Record<string, string> = {};
-  for (const [key, value] of Object.entries(host)) {
-    if (value !== undefined && (DEFAULT_ENV_KEYS.includes(key) || key.startsWith("LC_"))) {
-      env[key] = value;
+  // Keys first, values only for the few kept: reading every value of process.env costs a
+  // getenv each, at every run.
+  for (const key of Object.keys(host)) {
+    if (DEFAULT_KEYS.has(key) || key.startsWith("LC_")) {
+      const value = host[key];
+      if (value !== undefined) env[key] = value;
     }
   }
   env.PATH ??= FALLBACK_PATH;
