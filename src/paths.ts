@@ -1,15 +1,23 @@
 // Where cvisor keeps its files. The only module allowed to read the home and temp
 // directories (an eslint rule enforces it), so tests can redirect everything with env vars.
 import { homedir } from "node:os";
-import { isAbsolute, join } from "node:path";
 
 /** The state directory: $CVISOR_HOME, else ${XDG_DATA_HOME:-~/.local/share}/cvisor. */
 export function cvisorHome(env: NodeJS.ProcessEnv = process.env): string {
   if (env.CVISOR_HOME) return env.CVISOR_HOME;
   const xdg = env.XDG_DATA_HOME;
-  // The XDG spec says a relative path is invalid and must be ignored.
-  const dataHome = xdg && isAbsolute(xdg) ? xdg : join(homedir(), ".local", "share");
-  return join(dataHome, "cvisor");
+  // The XDG spec says a relative path is invalid and must be ignored. String work, not
+  // path.join: this runs at every `cvisor -- CMD`.
+  const home = env.HOME && env.HOME[0] === "/" ? env.HOME : homedir();
+  const dataHome = xdg && xdg[0] === "/" ? xdg : `${trimSlashes(home)}/.local/share`;
+  return `${trimSlashes(dataHome)}/cvisor`;
+}
+
+/** A path without trailing slashes ("/" stays "", which callers join as "/x"). */
+function trimSlashes(dir: string): string {
+  let end = dir.length;
+  while (end > 0 && dir[end - 1] === "/") end--;
+  return dir.slice(0, end);
 }
 
 /** Credentials a guest must not read by default, under the user's home. */
@@ -29,7 +37,7 @@ export const CREDENTIAL_PATHS: readonly string[] = [
  * and cvisor's own state directory (other sandboxes' files, caches).
  */
 export function defaultHiddenPaths(env: NodeJS.ProcessEnv = process.env): string[] {
-  const home = (env.HOME && isAbsolute(env.HOME) ? env.HOME : homedir()).replace(/\/+$/, "");
+  const home = trimSlashes(env.HOME && env.HOME[0] === "/" ? env.HOME : homedir());
   // Plain concatenation: this runs at every `cvisor -- CMD`, and path.join costs start-up time.
   return [...CREDENTIAL_PATHS.map((rel) => `${home}/${rel}`), cvisorHome(env)];
 }

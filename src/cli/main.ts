@@ -56,8 +56,11 @@ async function plan(args: string[]): Promise<Plan> {
 }
 
 async function main(): Promise<void> {
-  // The package (native/build/, koffi) is found from the script node runs: this file.
-  if (process.argv[1]) setPackageAnchor(process.argv[1]);
+  // The package (native/build/, koffi) is found from the script node runs: this file. In the
+  // CommonJS bundle Node has already resolved its real path (require.main.filename).
+  const main = typeof require === "undefined" ? undefined : require.main?.filename;
+  if (main) setPackageAnchor(main, true);
+  else if (process.argv[1]) setPackageAnchor(process.argv[1]);
   let chosen: Plan | undefined;
   try {
     chosen = await plan(process.argv.slice(2));

@@ -99,17 +99,19 @@ interface Binding {
 }
 
 let anchor: string | undefined;
+let anchorIsReal = false;
 let root: string | undefined;
 
 /**
  * Says where this package is installed: any file inside it (symlinks allowed). This module is
  * compiled both as CommonJS (the CLI) and as ESM (the library), so it can name neither
- * __dirname nor import.meta: each entry point tells it instead (src/cli/main.ts from
- * process.argv[1], src/index.ts from import.meta.url).
+ * __dirname nor import.meta: each entry point tells it instead (src/cli/main.ts from the main
+ * module's file name, which Node has already resolved, src/index.ts from import.meta.url).
  */
-export function setPackageAnchor(file: string): void {
+export function setPackageAnchor(file: string, isRealPath = false): void {
   if (file !== anchor) root = undefined;
   anchor = file;
+  anchorIsReal = isRealPath;
 }
 
 /** The package root: the nearest directory above the anchor holding package.json. */
@@ -120,7 +122,7 @@ export function packageRoot(): string {
   if (anchor === undefined) throw fail("no entry point set it");
   let dir: string;
   try {
-    dir = dirname(realpathSync.native(anchor));
+    dir = dirname(anchorIsReal ? anchor : realpathSync.native(anchor));
   } catch (err) {
     throw fail(firstLine(err));
   }
