@@ -192,3 +192,38 @@ diffTest("npm install of a local package directory, then require() it", {
   normalize: (text: string) => text.replace(/ in \d+(\.\d+)?m?s$/m, " in (time)"),
   timeoutMs: 60_000,
 });
+
+diffTest(
+  '[exec from upper] #! with an argument, a nested interpreter, and $(dirname "$0") next to the script',
+  "mkdir -p bin && printf 'sibling data\\n' > bin/data.txt && " +
+    'printf \'#!/bin/sh -e\\necho "args: $0 $*"; cat "$(dirname "$0")/data.txt"\\n\' > bin/tool && ' +
+    "chmod +x bin/tool && bin/tool one two && ./bin/tool three && (cd bin && ./tool four) && " +
+    // an interpreter that is itself a script made in the sandbox (the kernel's nested #!), named
+    // relative to the cwd so that both trees hold the same bytes
+    'printf \'#!/bin/sh\\necho "interp: $1"; exec /bin/sh "$@"\\n\' > bin/interp && chmod +x bin/interp && ' +
+    "printf '#!bin/interp\\necho \"inner: $0\"\\n' > bin/inner && chmod +x bin/inner && " +
+    'bin/inner; echo "exit=$?"',
+);
+
+diffTest("a unix socket bound at a path in the tree, connected to, and seen in listings", {
+  steps: [
+    {
+      argv: [
+        "python3",
+        "-c",
+        [
+          "import os, socket",
+          "s = socket.socket(socket.AF_UNIX); s.bind('sock'); s.listen(1)",
+          "c = socket.socket(socket.AF_UNIX); c.connect('sock')",
+          "a, _ = s.accept(); c.sendall(b'ping'); print(a.recv(4).decode())",
+          "c2 = socket.socket(socket.AF_UNIX); c2.connect(os.path.abspath('sock')); print('abs ok')",
+          "print(sorted(n for n in os.listdir('.') if n.startswith('sock')))",
+          "try:",
+          "    socket.socket(socket.AF_UNIX).bind('sock')",
+          "except OSError as e:",
+          "    print('rebind:', os.strerror(e.errno))",
+        ].join("\n"),
+      ],
+    },
+  ],
+});
