@@ -12,6 +12,7 @@ import { fileURLToPath } from "node:url";
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const lazy = {
   "./doctor.js": "./src/cli/doctor.js",
+  "./commands.js": "./src/cli/commands.js",
   "./parse.js": "./src/cli/parse.js",
   "../index.js": "./src/index.js",
 };

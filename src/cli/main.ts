@@ -32,6 +32,12 @@ async function execute(plan: Plan): Promise<number> {
       const { doctor } = await import("./doctor.js");
       return doctor(plan);
     }
+    case "command": {
+      // Lazy, like doctor: sandbox management stays off the run path and out of the bundle.
+      await import("../index.js");
+      const { runStoreCommand } = await import("./commands.js");
+      return runStoreCommand(plan);
+    }
     case "run":
       return runCommand(plan);
   }

@@ -11,9 +11,11 @@ import {
   type ErrorPlan,
   type Plan,
   type RootOptions,
+  type StoreCommandPlan,
 } from "./plan.js";
+import { validateSandboxName } from "../sandbox/store.js";
 
-export type { DoctorPlan, ErrorPlan, Plan, PrintPlan, RunPlan } from "./plan.js";
+export type { DoctorPlan, ErrorPlan, Plan, PrintPlan, RunPlan, StoreCommandPlan } from "./plan.js";
 
 const HELP_AFTER = `
 Everything after -- is the command, verbatim. Without a command, cvisor starts $SHELL
@@ -97,6 +99,76 @@ export function parseCli(
           ? usageError("doctor takes no command after --")
           : { kind: "doctor", json: Boolean(opts.json || program.opts<RootOptions>().json) };
     });
+
+  /** A sandbox-management command: its operands and options go to src/cli/commands.ts. */
+  const storeCommand = (
+    name: StoreCommandPlan["command"],
+    operands: string[],
+    options: StoreCommandPlan["options"],
+  ): void => {
+    const root = program.opts<RootOptions>();
+    if (command.length > 0) {
+      plan = usageError(`${name} takes no command after --`);
+      return;
+    }
+    let sandbox: string | undefined;
+    try {
+      sandbox = root.sandbox === undefined ? undefined : validateSandboxName(root.sandbox);
+    } catch (err) {
+      plan = { kind: "error", message: (err as Error).message, exitCode: EXIT_CVISOR };
+      return;
+    }
+    plan = {
+      kind: "command",
+      command: name,
+      operands,
+      options,
+      ...(sandbox !== undefined ? { sandbox } : {}),
+      json: Boolean(options.json || root.json),
+    };
+  };
+  program
+    .command("ls")
+    .description("list the named sandboxes: size on disk, layers, created, last run")
+    .option("--json", "print the list as JSON")
+    .helpOption("-h, --help", "print this help")
+    .action((opts: { json?: boolean }) => storeCommand("ls", [], opts));
+  program
+    .command("rm")
+    .description("remove named sandboxes (refused while one of them is running)")
+    .argument("<name...>", "the sandboxes to remove")
+    .option("--json", "print what was removed as JSON")
+    .helpOption("-h, --help", "print this help")
+    .action((names: string[], opts: { json?: boolean }) => storeCommand("rm", names, opts));
+  program
+    .command("diff")
+    .description(
+      "what the sandbox (--sandbox, else 'default') changed against the host: A added, C changed, D deleted",
+    )
+    .option("--json", "print the changes as JSON")
+    .helpOption("-h, --help", "print this help")
+    .action((opts: { json?: boolean }) => storeCommand("diff", [], opts));
+  program
+    .command("export")
+    .description(
+      "write the sandbox's changes (--sandbox, else 'default') as an OCI image layer tarball",
+    )
+    .argument("<file>", "the tarball to write ('-' for standard output)")
+    .option("--json", "print a summary as JSON on stderr")
+    .helpOption("-h, --help", "print this help")
+    .action((file: string, opts: { json?: boolean }) => storeCommand("export", [file], opts));
+  program
+    .command("cp")
+    .description(
+      "copy files into or out of the sandbox (--sandbox, else 'default'): the sandbox side is sb:/PATH",
+    )
+    .argument("<paths...>", "SRC... DST; exactly one side is sb:")
+    .option("--no-ignore", "copy what .gitignore and .dockerignore exclude too")
+    .option("--json", "print a summary as JSON")
+    .helpOption("-h, --help", "print this help")
+    .action((paths: string[], opts: { ignore?: boolean; json?: boolean }) =>
+      storeCommand("cp", paths, opts),
+    );
 
   try {
     program.parse(own, { from: "user" });

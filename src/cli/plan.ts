@@ -34,6 +34,19 @@ export interface DoctorPlan {
   json: boolean;
 }
 
+/** A command that manages sandboxes (src/cli/commands.ts carries it out, loaded only then). */
+export interface StoreCommandPlan {
+  kind: "command";
+  command: "ls" | "rm" | "diff" | "export" | "cp";
+  /** The command's own arguments (names, paths). */
+  operands: string[];
+  /** The command's own options, as commander parsed them. */
+  options: Record<string, string | boolean | string[] | undefined>;
+  /** The root --sandbox (validated), if given. */
+  sandbox?: string;
+  json: boolean;
+}
+
 /** Print text (help, version) and exit. */
 export interface PrintPlan {
   kind: "print";
@@ -49,7 +62,7 @@ export interface ErrorPlan {
 }
 
 /** Everything the command line can ask for. */
-export type Plan = RunPlan | DoctorPlan | PrintPlan | ErrorPlan;
+export type Plan = RunPlan | DoctorPlan | StoreCommandPlan | PrintPlan | ErrorPlan;
 
 /** Options that take a value: the token after them is never the `--` separator. */
 const VALUE_OPTIONS = new Set([

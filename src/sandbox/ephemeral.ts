@@ -116,6 +116,17 @@ function ownStartTime(): string {
   return ownStart;
 }
 
+/** This process's owner record: "<pid>-<start>-<random tag>" (the name of its entries). */
+export function ownerRecord(): string {
+  return `${process.pid}-${ownStartTime()}-${(counter++).toString(36)}${Math.random().toString(36).slice(2, 8)}`;
+}
+
+/** Is the owner of a record ("<pid>-<start>-<tag>") still running? False for names that are not records. */
+export function ownerRecordAlive(name: string): boolean {
+  const m = ENTRY.exec(name);
+  return m !== null && ownerAlive(Number(m[1]), m[2] ?? "");
+}
+
 /** Is the owner recorded in an entry's name still running (same pid, same start time)? */
 function ownerAlive(pid: number, start: string): boolean {
   if (pid === process.pid) return start === ownStartTime();
@@ -187,8 +198,7 @@ export function openEphemeral(env: NodeJS.ProcessEnv = process.env): EphemeralSa
         );
       }
     }
-    const id = `${process.pid}-${ownStartTime()}-${(counter++).toString(36)}${Math.random().toString(36).slice(2, 8)}`;
-    const dir = `${base}/${id}`;
+    const dir = `${base}/${ownerRecord()}`;
     return { root, dir, upper: `${dir}/upper`, work: `${dir}/work` };
   }
 }

@@ -5,7 +5,15 @@
 //   $CVISOR_HOME/sandboxes/<name>/work/      private temp dir for atomic copy-ups (same filesystem)
 //   $CVISOR_HOME/sandboxes/<name>/meta.json  {"version":1,"name":...,"created":ISO,"lastRun":ISO|null}
 // A run without a name is ephemeral (./ephemeral.ts). openLayer/closeLayer are what a run uses.
-import { lstatSync, mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
+import {
+  lstatSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  writeFileSync,
+} from "node:fs";
 import { CvisorError } from "../core/errors.js";
 import { cvisorHome, ephemeralRootCandidates } from "../paths.js";
 import { DEFAULT_SANDBOX_NAME } from "./env.js";
@@ -13,10 +21,15 @@ import {
   closeEphemeral,
   ephemeralRoot,
   openEphemeral,
+  ownerRecord,
+  ownerRecordAlive,
   sweepOrphans,
   type EphemeralSandbox,
 } from "./ephemeral.js";
 import { removeTree } from "./remove-tree.js";
+
+/** The sandbox the management commands (cp, diff, export) use without --sandbox, as cVisor does. */
+export const DEFAULT_NAMED_SANDBOX = "default";
 
 /** The store format this cvisor reads and writes (meta.json "version"). */
 export const STORE_VERSION = 1;
@@ -37,6 +50,8 @@ export interface NamedSandbox {
   dir: string;
   upper: string;
   work: string;
+  /** This run's record in runs/ (see markRunning), while it runs. */
+  running?: string;
 }
 
 const NAME = /^[A-Za-z0-9._-]{1,64}$/;
@@ -67,7 +82,7 @@ function tag(): string {
 
 /**
  * The named sandbox's directories; creates it when missing. Creation is atomic: the sandbox is
- * built in sandboxes/.tmp-<random> and renamed into place, so a sandbox directory is always
+ * built in sandboxes/.tmp~<random> ("~" is not allowed in names) and renamed into place, so a sandbox directory is always
  * complete; when another process creates the same name at the same time, its sandbox is used.
  * A sandbox written by a newer cvisor (meta.json version above STORE_VERSION) is refused and
  * left untouched.
@@ -141,7 +156,7 @@ function exists(path: string): boolean {
 /** Builds a sandbox in a temp dir and renames it into place (losing a race is fine). */
 function create(base: string, dir: string, name: string): void {
   mkdirSync(base, { recursive: true, mode: 0o700 });
-  const tmp = `${base}/.tmp-${tag()}`;
+  const tmp = `${base}/.tmp~${tag()}`;
   try {
     mkdirSync(tmp, { mode: 0o700 });
     mkdirSync(`${tmp}/upper`, { mode: 0o700 });
@@ -199,6 +214,7 @@ export interface SandboxLayer {
 export function openLayer(name?: string, env: NodeJS.ProcessEnv = process.env): SandboxLayer {
   if (name !== undefined) {
     const named = openNamed(name, env);
+    named.running = markRunning(named.dir);
     // Hidden all the same; if the root cannot be used now, every place it may be is.
     let roots: string[];
     try {
@@ -230,10 +246,169 @@ export function openLayer(name?: string, env: NodeJS.ProcessEnv = process.env): 
 export function closeLayer(layer: SandboxLayer): void {
   if (layer.ephemeral) closeEphemeral(layer.ephemeral);
   if (layer.named) {
+    if (layer.named.running) rmSync(layer.named.running, { force: true });
     try {
       touchLastRun(layer.named.dir, layer.name);
     } catch {
       // The run itself went fine; a stale lastRun is not worth failing it.
+    }
+  }
+}
+
+/**
+ * Records that a run uses the sandbox: an empty file runs/<pid>-<start>-<tag> (the owner record,
+ * as for ephemeral sandboxes), removed when the run ends; `rm` refuses a sandbox with a live
+ * one. Returns its path, or undefined when it cannot be made (the run goes on unprotected).
+ */
+function markRunning(dir: string): string | undefined {
+  const path = `${dir}/runs/${ownerRecord()}`;
+  try {
+    try {
+      writeFileSync(path, "", { mode: 0o600, flag: "wx" });
+    } catch (err) {
+      if (errCode(err) !== "ENOENT") throw err;
+      mkdirSync(`${dir}/runs`, { mode: 0o700 });
+      writeFileSync(path, "", { mode: 0o600, flag: "wx" });
+    }
+    return path;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Runs using the sandbox now (their owner records); records of dead processes are removed. */
+export function liveRuns(dir: string): string[] {
+  let names: string[];
+  try {
+    names = readdirSync(`${dir}/runs`);
+  } catch {
+    return [];
+  }
+  return names.filter((name) => {
+    if (ownerRecordAlive(name)) return true;
+    rmSync(`${dir}/runs/${name}`, { force: true });
+    return false;
+  });
+}
+
+/** One named sandbox, as `cvisor ls` shows it. */
+export interface SandboxInfo {
+  name: string;
+  /** Bytes its files take on disk (allocated blocks). */
+  sizeBytes: number;
+  /** Layers of its own (the upper; snapshot layers come with snapshots). */
+  layers: number;
+  created: string;
+  lastRun: string | null;
+  /** Runs using it now. */
+  running: number;
+}
+
+/** Every named sandbox, by name. Directories that are not complete sandboxes are left out. */
+export function listSandboxes(env: NodeJS.ProcessEnv = process.env): SandboxInfo[] {
+  const base = sandboxesDir(env);
+  let names: string[];
+  try {
+    names = readdirSync(base);
+  } catch (err) {
+    if (errCode(err) === "ENOENT") return [];
+    throw new CvisorError(`cannot list ${base}: ${errCode(err) ?? String(err)}`, "ESTORE");
+  }
+  const out: SandboxInfo[] = [];
+  for (const name of names.sort()) {
+    if (!NAME.test(name)) continue; // .tmp~ (being made), .trash~ (being removed), not ours
+    const dir = `${base}/${name}`;
+    const meta = readMeta(dir, name);
+    if (meta === undefined) continue;
+    out.push({
+      name,
+      sizeBytes: diskUsage(dir),
+      layers: 1,
+      created: meta.created,
+      lastRun: meta.lastRun,
+      running: liveRuns(dir).length,
+    });
+  }
+  return out;
+}
+
+/** Bytes allocated below path (each inode counted once), never following symlinks. */
+export function diskUsage(path: string): number {
+  const seen = new Set<string>();
+  let total = 0;
+  const walk = (p: string): void => {
+    let st;
+    try {
+      st = lstatSync(p, { bigint: false });
+    } catch {
+      return;
+    }
+    const id = `${st.dev}:${st.ino}`;
+    if (seen.has(id)) return;
+    seen.add(id);
+    total += st.blocks * 512;
+    if (st.isDirectory()) {
+      let names: string[];
+      try {
+        names = readdirSync(p);
+      } catch {
+        return;
+      }
+      for (const n of names) walk(`${p}/${n}`);
+    }
+  };
+  walk(path);
+  return total;
+}
+
+/**
+ * Removes a named sandbox. Refused while a run uses it. Atomic for everyone else: the directory
+ * is first renamed to sandboxes/.trash~<random> ("~" is not allowed in names), so the sandbox is
+ * there whole or not at all, then deleted; leftovers of an interrupted removal are deleted by
+ * the next one.
+ */
+export function removeSandbox(name: string, env: NodeJS.ProcessEnv = process.env): void {
+  validateSandboxName(name);
+  const base = sandboxesDir(env);
+  const dir = `${base}/${name}`;
+  if (readMeta(dir, name) === undefined) {
+    throw new CvisorError(`no sandbox named ${name} (cvisor ls lists them)`, "ENOSANDBOX");
+  }
+  const live = liveRuns(dir);
+  if (live.length > 0) {
+    const pids = live.map((r) => r.split("-")[0]).join(", ");
+    throw new CvisorError(
+      `sandbox ${name} is in use by a run (pid ${pids}): wait for it to end, then remove it`,
+      "EBUSY",
+    );
+  }
+  const trash = `${base}/.trash~${tag()}`;
+  try {
+    renameSync(dir, trash);
+  } catch (err) {
+    throw new CvisorError(
+      `cannot remove sandbox ${name}: ${errCode(err) ?? String(err)}`,
+      "ESTORE",
+    );
+  }
+  removeTree(trash);
+  sweepTrash(base);
+}
+
+/** Deletes what interrupted removals left (sandboxes/.trash~*). Never throws. */
+export function sweepTrash(base: string): void {
+  let names: string[];
+  try {
+    names = readdirSync(base);
+  } catch {
+    return;
+  }
+  for (const n of names) {
+    if (!n.startsWith(".trash~")) continue;
+    try {
+      removeTree(`${base}/${n}`);
+    } catch {
+      // Next time.
     }
   }
 }

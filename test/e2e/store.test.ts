@@ -75,7 +75,8 @@ gtest(
     assert.equal(first.code, 0, show(first));
     assert.equal(first.out, "e2e.box_1\ne2e.box_1\ne2e.box_1\n", show(first));
     const dir = join(s.home, "sandboxes", "e2e.box_1");
-    assert.deepEqual(readdirSync(dir).sort(), ["meta.json", "upper", "work"]);
+    assert.deepEqual(readdirSync(dir).sort(), ["meta.json", "runs", "upper", "work"]);
+    assert.deepEqual(readdirSync(join(dir, "runs")), [], "no run left its record");
     for (const d of [dir, join(dir, "upper"), join(dir, "work")]) {
       assert.equal(statSync(d).mode & 0o777, 0o700, d);
     }

@@ -1,0 +1,25 @@
+// Sandbox management commands (ls, rm, diff, export, cp): one module each, loaded only when
+// such a command runs (main.ts imports this lazily, off the run path).
+import { DEFAULT_NAMED_SANDBOX } from "../sandbox/store.js";
+import type { StoreCommandPlan } from "./plan.js";
+
+/** The sandbox a command acts on: --sandbox, else "default" (as cVisor does). */
+export function targetSandbox(plan: StoreCommandPlan): string {
+  return plan.sandbox ?? DEFAULT_NAMED_SANDBOX;
+}
+
+/** Carries out a sandbox management command; resolves to the exit code. */
+export async function runStoreCommand(plan: StoreCommandPlan): Promise<number> {
+  switch (plan.command) {
+    case "ls":
+      return (await import("./ls.js")).ls(plan);
+    case "rm":
+      return (await import("./rm.js")).rm(plan);
+    case "diff":
+      return (await import("./diff.js")).diff(plan);
+    case "export":
+      return (await import("./export.js")).exportLayer(plan);
+    case "cp":
+      return (await import("./cp.js")).cp(plan);
+  }
+}

@@ -1,0 +1,53 @@
+// `cvisor ls [--json]`: the named sandboxes, with size on disk, layers, created and last run.
+import { listSandboxes } from "../sandbox/store.js";
+import { EXIT_OK } from "./exit-codes.js";
+import type { StoreCommandPlan } from "./plan.js";
+
+function humanSize(bytes: number): string {
+  const units = ["B", "KB", "MB", "GB", "TB"];
+  let v = bytes;
+  let u = 0;
+  while (v >= 1024 && u < units.length - 1) {
+    v /= 1024;
+    u++;
+  }
+  return `${u === 0 ? v : v.toFixed(v < 10 ? 1 : 0)} ${units[u]}`;
+}
+
+function when(iso: string | null): string {
+  if (iso === null) return "never";
+  return iso.replace("T", " ").replace(/\.\d+Z$/, "Z");
+}
+
+export function ls(plan: StoreCommandPlan): Promise<number> {
+  const list = listSandboxes();
+  if (plan.json) {
+    process.stdout.write(`${JSON.stringify(list)}\n`);
+    return Promise.resolve(EXIT_OK);
+  }
+  if (list.length === 0) {
+    process.stdout.write("no sandboxes yet (cvisor --sandbox NAME -- CMD makes one)\n");
+    return Promise.resolve(EXIT_OK);
+  }
+  const rows = [
+    ["NAME", "SIZE", "LAYERS", "CREATED", "LAST RUN", "RUNNING"],
+    ...list.map((s) => [
+      s.name,
+      humanSize(s.sizeBytes),
+      String(s.layers),
+      when(s.created),
+      when(s.lastRun),
+      s.running > 0 ? String(s.running) : "-",
+    ]),
+  ];
+  const widths = rows[0]?.map((_, i) => Math.max(...rows.map((r) => (r[i] ?? "").length))) ?? [];
+  for (const r of rows) {
+    process.stdout.write(
+      `${r
+        .map((c, i) => c.padEnd(widths[i] ?? 0))
+        .join("  ")
+        .trimEnd()}\n`,
+    );
+  }
+  return Promise.resolve(EXIT_OK);
+}

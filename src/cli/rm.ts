@@ -1,0 +1,24 @@
+// `cvisor rm NAME... [--json]`: removes named sandboxes; refused for one a run is using.
+import { CvisorError } from "../core/errors.js";
+import { removeSandbox } from "../sandbox/store.js";
+import { writeStderr } from "./errors.js";
+import { EXIT_CVISOR, EXIT_OK } from "./exit-codes.js";
+import type { StoreCommandPlan } from "./plan.js";
+
+export function rm(plan: StoreCommandPlan): Promise<number> {
+  const removed: string[] = [];
+  const failed: { name: string; error: string }[] = [];
+  for (const name of plan.operands) {
+    try {
+      removeSandbox(name);
+      removed.push(name);
+    } catch (err) {
+      if (!(err instanceof CvisorError)) throw err;
+      failed.push({ name, error: err.message });
+      if (!plan.json) writeStderr(`cvisor: ${err.message}\n`);
+    }
+  }
+  if (plan.json) process.stdout.write(`${JSON.stringify({ removed, failed })}\n`);
+  else for (const name of removed) process.stdout.write(`${name}\n`);
+  return Promise.resolve(failed.length > 0 ? EXIT_CVISOR : EXIT_OK);
+}
