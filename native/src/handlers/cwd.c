@@ -62,7 +62,24 @@ static void drop(struct cv_run *r, pid_t tgid) {
     *c = r->cwds[--r->ncwd];
 }
 
+/* Entries of processes that are gone (each holds an fd of the supervisor's: a long build that
+ * runs thousands of `cd newdir && ...` shells must not pile them up). */
+static void prune(struct cv_run *r) {
+    for (size_t i = 0; i < r->ncwd;) {
+        pid_t pp;
+        unsigned long long st;
+        if (cv_proc_stat(r->cwds[i].tgid, &pp, &st) == 0 && st == r->cwds[i].start) {
+            i++;
+            continue;
+        }
+        free(r->cwds[i].vpath);
+        if (r->cwds[i].fd >= 0) close(r->cwds[i].fd);
+        r->cwds[i] = r->cwds[--r->ncwd];
+    }
+}
+
 static int set(struct cv_run *r, pid_t tgid, unsigned long long start, const char *vpath, int fd) {
+    if (r->ncwd >= 32 && (r->ncwd & (r->ncwd - 1)) == 0) prune(r); /* at 32, 64, 128...: amortized */
     struct cv_cwd *c = find(r, tgid);
     if (!c) {
         if (r->ncwd == r->cwd_cap) {
