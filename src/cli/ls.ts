@@ -1,5 +1,5 @@
 // `cvisor ls [--json]`: the named sandboxes, with size on disk, layers, created and last run.
-import { listSandboxes } from "../sandbox/store.js";
+import { listSandboxes } from "../sandbox/manage.js";
 import { EXIT_OK } from "./exit-codes.js";
 import type { StoreCommandPlan } from "./plan.js";
 

@@ -1,6 +1,6 @@
 // `cvisor rm NAME... [--json]`: removes named sandboxes; refused for one a run is using.
 import { CvisorError } from "../core/errors.js";
-import { removeSandbox } from "../sandbox/store.js";
+import { removeSandbox } from "../sandbox/manage.js";
 import { writeStderr } from "./errors.js";
 import { EXIT_CVISOR, EXIT_OK } from "./exit-codes.js";
 import type { StoreCommandPlan } from "./plan.js";

@@ -5,15 +5,7 @@
 //   $CVISOR_HOME/sandboxes/<name>/work/      private temp dir for atomic copy-ups (same filesystem)
 //   $CVISOR_HOME/sandboxes/<name>/meta.json  {"version":1,"name":...,"created":ISO,"lastRun":ISO|null}
 // A run without a name is ephemeral (./ephemeral.ts). openLayer/closeLayer are what a run uses.
-import {
-  lstatSync,
-  mkdirSync,
-  readdirSync,
-  readFileSync,
-  renameSync,
-  rmSync,
-  writeFileSync,
-} from "node:fs";
+import { lstatSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { CvisorError } from "../core/errors.js";
 import { cvisorHome, ephemeralRootCandidates } from "../paths.js";
 import { DEFAULT_SANDBOX_NAME } from "./env.js";
@@ -22,7 +14,6 @@ import {
   ephemeralRoot,
   openEphemeral,
   ownerRecord,
-  ownerRecordAlive,
   sweepOrphans,
   type EphemeralSandbox,
 } from "./ephemeral.js";
@@ -59,6 +50,11 @@ const NAME = /^[A-Za-z0-9._-]{1,64}$/;
 /** The rules, as error messages state them. */
 export const NAME_RULES = "1 to 64 letters, digits, '-', '_' or '.', and not '.' or '..'";
 
+/** name is a valid sandbox name (no exception). */
+export function isSandboxName(name: string): boolean {
+  return NAME.test(name) && name !== "." && name !== "..";
+}
+
 /** Returns name if it is a valid sandbox name, else throws a CvisorError (CV_ERR_INVALID). */
 export function validateSandboxName(name: unknown): string {
   if (typeof name === "string" && NAME.test(name) && name !== "." && name !== "..") return name;
@@ -76,7 +72,8 @@ function errCode(err: unknown): string | undefined {
   return (err as NodeJS.ErrnoException | undefined)?.code;
 }
 
-function tag(): string {
+/** A random tag for temporary names. */
+export function tag(): string {
   return `${process.pid.toString(36)}${Math.random().toString(36).slice(2, 10)}`;
 }
 
@@ -273,142 +270,5 @@ function markRunning(dir: string): string | undefined {
     return path;
   } catch {
     return undefined;
-  }
-}
-
-/** Runs using the sandbox now (their owner records); records of dead processes are removed. */
-export function liveRuns(dir: string): string[] {
-  let names: string[];
-  try {
-    names = readdirSync(`${dir}/runs`);
-  } catch {
-    return [];
-  }
-  return names.filter((name) => {
-    if (ownerRecordAlive(name)) return true;
-    rmSync(`${dir}/runs/${name}`, { force: true });
-    return false;
-  });
-}
-
-/** One named sandbox, as `cvisor ls` shows it. */
-export interface SandboxInfo {
-  name: string;
-  /** Bytes its files take on disk (allocated blocks). */
-  sizeBytes: number;
-  /** Layers of its own (the upper; snapshot layers come with snapshots). */
-  layers: number;
-  created: string;
-  lastRun: string | null;
-  /** Runs using it now. */
-  running: number;
-}
-
-/** Every named sandbox, by name. Directories that are not complete sandboxes are left out. */
-export function listSandboxes(env: NodeJS.ProcessEnv = process.env): SandboxInfo[] {
-  const base = sandboxesDir(env);
-  let names: string[];
-  try {
-    names = readdirSync(base);
-  } catch (err) {
-    if (errCode(err) === "ENOENT") return [];
-    throw new CvisorError(`cannot list ${base}: ${errCode(err) ?? String(err)}`, "ESTORE");
-  }
-  const out: SandboxInfo[] = [];
-  for (const name of names.sort()) {
-    if (!NAME.test(name)) continue; // .tmp~ (being made), .trash~ (being removed), not ours
-    const dir = `${base}/${name}`;
-    const meta = readMeta(dir, name);
-    if (meta === undefined) continue;
-    out.push({
-      name,
-      sizeBytes: diskUsage(dir),
-      layers: 1,
-      created: meta.created,
-      lastRun: meta.lastRun,
-      running: liveRuns(dir).length,
-    });
-  }
-  return out;
-}
-
-/** Bytes allocated below path (each inode counted once), never following symlinks. */
-export function diskUsage(path: string): number {
-  const seen = new Set<string>();
-  let total = 0;
-  const walk = (p: string): void => {
-    let st;
-    try {
-      st = lstatSync(p, { bigint: false });
-    } catch {
-      return;
-    }
-    const id = `${st.dev}:${st.ino}`;
-    if (seen.has(id)) return;
-    seen.add(id);
-    total += st.blocks * 512;
-    if (st.isDirectory()) {
-      let names: string[];
-      try {
-        names = readdirSync(p);
-      } catch {
-        return;
-      }
-      for (const n of names) walk(`${p}/${n}`);
-    }
-  };
-  walk(path);
-  return total;
-}
-
-/**
- * Removes a named sandbox. Refused while a run uses it. Atomic for everyone else: the directory
- * is first renamed to sandboxes/.trash~<random> ("~" is not allowed in names), so the sandbox is
- * there whole or not at all, then deleted; leftovers of an interrupted removal are deleted by
- * the next one.
- */
-export function removeSandbox(name: string, env: NodeJS.ProcessEnv = process.env): void {
-  validateSandboxName(name);
-  const base = sandboxesDir(env);
-  const dir = `${base}/${name}`;
-  if (readMeta(dir, name) === undefined) {
-    throw new CvisorError(`no sandbox named ${name} (cvisor ls lists them)`, "ENOSANDBOX");
-  }
-  const live = liveRuns(dir);
-  if (live.length > 0) {
-    const pids = live.map((r) => r.split("-")[0]).join(", ");
-    throw new CvisorError(
-      `sandbox ${name} is in use by a run (pid ${pids}): wait for it to end, then remove it`,
-      "EBUSY",
-    );
-  }
-  const trash = `${base}/.trash~${tag()}`;
-  try {
-    renameSync(dir, trash);
-  } catch (err) {
-    throw new CvisorError(
-      `cannot remove sandbox ${name}: ${errCode(err) ?? String(err)}`,
-      "ESTORE",
-    );
-  }
-  removeTree(trash);
-  sweepTrash(base);
-}
-
-/** Deletes what interrupted removals left (sandboxes/.trash~*). Never throws. */
-export function sweepTrash(base: string): void {
-  let names: string[];
-  try {
-    names = readdirSync(base);
-  } catch {
-    return;
-  }
-  for (const n of names) {
-    if (!n.startsWith(".trash~")) continue;
-    try {
-      removeTree(`${base}/${n}`);
-    } catch {
-      // Next time.
-    }
   }
 }

@@ -1,0 +1,148 @@
+// Managing named sandboxes (cvisor ls, rm): listing, disk usage, live runs, removal. Not on
+// the run path (kept out of store.ts, which is, so the CLI bundle stays small).
+import { lstatSync, readdirSync, renameSync, rmSync } from "node:fs";
+import { CvisorError } from "../core/errors.js";
+import { ownerRecordAlive } from "./ephemeral.js";
+import { removeTree } from "./remove-tree.js";
+import { isSandboxName, readMeta, sandboxesDir, tag, validateSandboxName } from "./store.js";
+
+function errCode(err: unknown): string | undefined {
+  return (err as NodeJS.ErrnoException | undefined)?.code;
+}
+
+/** Runs using the sandbox now (their owner records); records of dead processes are removed. */
+export function liveRuns(dir: string): string[] {
+  let names: string[];
+  try {
+    names = readdirSync(`${dir}/runs`);
+  } catch {
+    return [];
+  }
+  return names.filter((name) => {
+    if (ownerRecordAlive(name)) return true;
+    rmSync(`${dir}/runs/${name}`, { force: true });
+    return false;
+  });
+}
+
+/** One named sandbox, as `cvisor ls` shows it. */
+export interface SandboxInfo {
+  name: string;
+  /** Bytes its files take on disk (allocated blocks). */
+  sizeBytes: number;
+  /** Layers of its own (the upper; snapshot layers come with snapshots). */
+  layers: number;
+  created: string;
+  lastRun: string | null;
+  /** Runs using it now. */
+  running: number;
+}
+
+/** Every named sandbox, by name. Directories that are not complete sandboxes are left out. */
+export function listSandboxes(env: NodeJS.ProcessEnv = process.env): SandboxInfo[] {
+  const base = sandboxesDir(env);
+  let names: string[];
+  try {
+    names = readdirSync(base);
+  } catch (err) {
+    if (errCode(err) === "ENOENT") return [];
+    throw new CvisorError(`cannot list ${base}: ${errCode(err) ?? String(err)}`, "ESTORE");
+  }
+  const out: SandboxInfo[] = [];
+  for (const name of names.sort()) {
+    if (!isSandboxName(name)) continue; // .tmp~ (being made), .trash~ (being removed), not ours
+    const dir = `${base}/${name}`;
+    const meta = readMeta(dir, name);
+    if (meta === undefined) continue;
+    out.push({
+      name,
+      sizeBytes: diskUsage(dir),
+      layers: 1,
+      created: meta.created,
+      lastRun: meta.lastRun,
+      running: liveRuns(dir).length,
+    });
+  }
+  return out;
+}
+
+/** Bytes allocated below path (each inode counted once), never following symlinks. */
+export function diskUsage(path: string): number {
+  const seen = new Set<string>();
+  let total = 0;
+  const walk = (p: string): void => {
+    let st;
+    try {
+      st = lstatSync(p, { bigint: false });
+    } catch {
+      return;
+    }
+    const id = `${st.dev}:${st.ino}`;
+    if (seen.has(id)) return;
+    seen.add(id);
+    total += st.blocks * 512;
+    if (st.isDirectory()) {
+      let names: string[];
+      try {
+        names = readdirSync(p);
+      } catch {
+        return;
+      }
+      for (const n of names) walk(`${p}/${n}`);
+    }
+  };
+  walk(path);
+  return total;
+}
+
+/**
+ * Removes a named sandbox. Refused while a run uses it. Atomic for everyone else: the directory
+ * is first renamed to sandboxes/.trash~<random> ("~" is not allowed in names), so the sandbox is
+ * there whole or not at all, then deleted; leftovers of an interrupted removal are deleted by
+ * the next one.
+ */
+export function removeSandbox(name: string, env: NodeJS.ProcessEnv = process.env): void {
+  validateSandboxName(name);
+  const base = sandboxesDir(env);
+  const dir = `${base}/${name}`;
+  if (readMeta(dir, name) === undefined) {
+    throw new CvisorError(`no sandbox named ${name} (cvisor ls lists them)`, "ENOSANDBOX");
+  }
+  const live = liveRuns(dir);
+  if (live.length > 0) {
+    const pids = live.map((r) => r.split("-")[0]).join(", ");
+    throw new CvisorError(
+      `sandbox ${name} is in use by a run (pid ${pids}): wait for it to end, then remove it`,
+      "EBUSY",
+    );
+  }
+  const trash = `${base}/.trash~${tag()}`;
+  try {
+    renameSync(dir, trash);
+  } catch (err) {
+    throw new CvisorError(
+      `cannot remove sandbox ${name}: ${errCode(err) ?? String(err)}`,
+      "ESTORE",
+    );
+  }
+  removeTree(trash);
+  sweepTrash(base);
+}
+
+/** Deletes what interrupted removals left (sandboxes/.trash~*). Never throws. */
+export function sweepTrash(base: string): void {
+  let names: string[];
+  try {
+    names = readdirSync(base);
+  } catch {
+    return;
+  }
+  for (const n of names) {
+    if (!n.startsWith(".trash~")) continue;
+    try {
+      removeTree(`${base}/${n}`);
+    } catch {
+      // Next time.
+    }
+  }
+}
