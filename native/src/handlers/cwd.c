@@ -93,8 +93,8 @@ static int set(struct cv_run *r, pid_t tgid, unsigned long long start, const cha
         c->vpath = NULL;
         c->fd = -1;
     }
-    char *v = strdup(vpath);
-    if (!v) {
+    char *v = vpath ? strdup(vpath) : NULL;
+    if (vpath && !v) {
         if (!c->vpath) *c = r->cwds[--r->ncwd];
         return -ENOMEM;
     }
@@ -117,6 +117,7 @@ int cv_cwd_override(struct cv_notif *n, char *out, size_t len, int *fd) {
     if (cv_proc_stat(tgid, &ppid, &start) < 0) return 0;
     struct cv_cwd *c = find(r, tgid);
     if (c && c->start == start) {
+        if (!c->vpath) return 0; /* it moved to where the kernel can follow */
         if (fd && c->fd >= 0) *fd = fcntl(c->fd, F_DUPFD_CLOEXEC, 3);
         return snprintf(out, len, "%s", c->vpath) < (int)len;
     }
@@ -129,7 +130,7 @@ int cv_cwd_override(struct cv_notif *n, char *out, size_t len, int *fd) {
         if (cv_proc_stat(ppid, &pp2, &pstart) < 0) break;
         struct cv_cwd *pc = find(r, ppid);
         if (pc && pc->start == pstart) {
-            if (pc->since > child_start) return 0; /* forked before the parent moved */
+            if (pc->since > child_start || !pc->vpath) return 0; /* forked before it moved, or no override */
             char v[PATH_MAX];
             snprintf(v, sizeof v, "%s", pc->vpath);
             if (fd && pc->fd >= 0) *fd = fcntl(pc->fd, F_DUPFD_CLOEXEC, 3);
@@ -194,6 +195,17 @@ static int kernel_agrees(struct cv_notif *n, const char *path, const struct cv_v
     return ok;
 }
 
+/* The process's cwd is the kernel's again. Kept as an entry (not dropped) while other entries
+ * exist: without it the process would inherit its parent's remembered directory anew. */
+static void kernel_cwd(struct cv_notif *n) {
+    struct cv_run *r = n->run;
+    if (!r->ncwd) return;
+    pid_t tgid = cv_notif_tgid(n), ppid;
+    unsigned long long start;
+    if (cv_proc_stat(tgid, &ppid, &start) == 0) set(r, tgid, start, NULL, -1);
+    else drop(r, tgid);
+}
+
 static struct cv_reply do_chdir(struct cv_notif *n) {
     struct cv_run *r = n->run;
     char path[PATH_MAX];
@@ -204,7 +216,7 @@ static struct cv_reply do_chdir(struct cv_notif *n) {
     if (e < 0) return cv_err(-e);
     struct cv_reply out;
     if (v.in_proc) {
-        drop(r, cv_notif_tgid(n));
+        kernel_cwd(n);
         out = cv_continue(); /* procfs: the host's view (pids filtered on open) */
         goto done;
     }
@@ -222,7 +234,7 @@ static struct cv_reply do_chdir(struct cv_notif *n) {
         goto done;
     }
     if (ok) {
-        drop(r, cv_notif_tgid(n));
+        kernel_cwd(n);
         out = cv_continue();
         goto done;
     }
@@ -246,7 +258,7 @@ struct cv_reply cv_h_cwd(struct cv_notif *n) {
     case __NR_getcwd: return do_getcwd(n);
     case __NR_chdir: return do_chdir(n);
     default: /* fchdir: every directory fd is a real host or upper directory */
-        if (n->run->ncwd) drop(n->run, cv_notif_tgid(n));
+        kernel_cwd(n);
         return cv_continue();
     }
 }

@@ -71,3 +71,9 @@ diffTest(
     "ls | wc -l; ls | sort | md5sum; ls -U | sort | md5sum; cd ..; find many -type f | wc -l",
   { setup: addManyFiles },
 );
+
+diffTest(
+  "cd into a new directory, then mkdir -p of another absolute path (its own chdirs) and subshells",
+  'mkdir -p q/a && cd q/a && mkdir -p "$OLDPWD/q/b/c" && ls -A; echo ---; ls -R "$OLDPWD/q"; ' +
+    '(cd "$OLDPWD" && ls -d q); pwd | sed "s|^$OLDPWD|<cwd>|"; cd ../b/c && /bin/pwd | sed "s|^$OLDPWD|<cwd>|"',
+);
