@@ -1,7 +1,7 @@
-/* Resolving a guest path the way the kernel would for the guest, from the
- * supervisor. Until the copy-on-write layers exist the guest's view is the
- * host's, so the only differences are the reader-relative parts of /proc:
- * /proc/self, /proc/thread-self and the magic links under /proc/<pid>/. */
+/* Resolving a guest path under /proc the way the kernel would for the guest,
+ * from the supervisor: the reader-relative parts (/proc/self, /proc/thread-self
+ * and the magic links under /proc/<pid>/) as the guest sees them. Every other
+ * path goes through the merged view (overlay/vfs.c), which hands /proc here. */
 #ifndef CV_RESOLVE_H
 #define CV_RESOLVE_H
 
