@@ -34,6 +34,7 @@ import {
   MAKE_UNITS,
   ensureGitRepo,
   ensureMakeProject,
+  FILL_ITEMS,
   gitRepoDir,
   makeProjectDir,
 } from "./bench/fixtures.mjs";
@@ -481,17 +482,7 @@ function cSource() {
       ``,
     );
   }
-  parts.push(
-    "int run_all(size_t n) {",
-    "  struct item *items = calloc(n, sizeof *items);",
-    "  if (!items) return 1;",
-    "  for (size_t k = 0; k < n; k++) {",
-    "    items[k].key = (int)((k * 2654435761u) % 1000);",
-    "    items[k].weight = (double)k / 3.0;",
-    '    snprintf(items[k].name, sizeof items[k].name, "item-%zu", k);',
-    "  }",
-    "  double total = 0;",
-  );
+  parts.push("int run_all(size_t n) {", ...FILL_ITEMS);
   for (let i = 0; i < N; i++) {
     parts.push(`  total += stage${i}(items, n, total);`);
   }

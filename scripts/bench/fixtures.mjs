@@ -198,6 +198,18 @@ function unitSource(u) {
  * header; `make` compiles each to build/*.o and links build/app. The fixture
  * holds no build output: the bench removes build/ between runs.
  */
+/** C lines that make and fill n `struct item`s and start a total: the generated sources share them. */
+export const FILL_ITEMS = [
+  "  struct item *items = calloc(n, sizeof *items);",
+  "  if (!items) return 1;",
+  "  for (size_t k = 0; k < n; k++) {",
+  "    items[k].key = (int)((k * 2654435761u) % 1000);",
+  "    items[k].weight = (double)k / 3.0;",
+  '    snprintf(items[k].name, sizeof items[k].name, "item-%zu", k);',
+  "  }",
+  "  double total = 0;",
+];
+
 export function ensureMakeProject(cacheDir) {
   return ensure(cacheDir, `make-${MAKE_UNITS}`, (dir) => {
     const units = [];
@@ -226,14 +238,7 @@ export function ensureMakeProject(cacheDir) {
       '#include "common.h"',
       "int main(void) {",
       "  size_t n = 1000;",
-      "  struct item *items = calloc(n, sizeof *items);",
-      "  if (!items) return 1;",
-      "  for (size_t k = 0; k < n; k++) {",
-      "    items[k].key = (int)((k * 2654435761u) % 1000);",
-      "    items[k].weight = (double)k / 3.0;",
-      '    snprintf(items[k].name, sizeof items[k].name, "item-%zu", k);',
-      "  }",
-      "  double total = 0;",
+      ...FILL_ITEMS,
       ...units.map((u) => `  total += unit${u}(items, n);`),
       '  printf("%f\\n", total);',
       "  free(items);",

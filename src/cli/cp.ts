@@ -17,6 +17,7 @@ import { existingSandbox } from "./diff.js";
 import { writeStderr } from "./errors.js";
 import { EXIT_OK } from "./exit-codes.js";
 import type { StoreCommandPlan } from "./plan.js";
+import { humanBytes } from "./human.js";
 
 const SB = "sb:";
 
@@ -63,17 +64,6 @@ export function cpOperands(operands: readonly string[]): CpOperands {
   return dstSb
     ? { direction: "in", sources, dst: strip(dst) }
     : { direction: "out", sources: sources.map(strip), dst };
-}
-
-function humanBytes(n: number): string {
-  const units = ["B", "KB", "MB", "GB", "TB"];
-  let v = n;
-  let u = 0;
-  while (v >= 1024 && u < units.length - 1) {
-    v /= 1024;
-    u++;
-  }
-  return `${u === 0 ? v : v.toFixed(1)} ${units[u]}`;
 }
 
 /** The progress line on stderr (a terminal only), redrawn at most every 100 ms. */

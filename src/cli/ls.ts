@@ -1,18 +1,8 @@
 // `cvisor ls [--json]`: the named sandboxes, with size on disk, layers, created and last run.
 import { listSandboxes } from "../sandbox/manage.js";
 import { EXIT_OK } from "./exit-codes.js";
+import { humanBytes } from "./human.js";
 import type { StoreCommandPlan } from "./plan.js";
-
-function humanSize(bytes: number): string {
-  const units = ["B", "KB", "MB", "GB", "TB"];
-  let v = bytes;
-  let u = 0;
-  while (v >= 1024 && u < units.length - 1) {
-    v /= 1024;
-    u++;
-  }
-  return `${u === 0 ? v : v.toFixed(v < 10 ? 1 : 0)} ${units[u]}`;
-}
 
 function when(iso: string | null): string {
   if (iso === null) return "never";
@@ -33,7 +23,7 @@ export function ls(plan: StoreCommandPlan): Promise<number> {
     ["NAME", "SIZE", "LAYERS", "CREATED", "LAST RUN", "RUNNING"],
     ...list.map((s) => [
       s.name,
-      humanSize(s.sizeBytes),
+      humanBytes(s.sizeBytes),
       String(s.layers),
       when(s.created),
       when(s.lastRun),

@@ -55,3 +55,21 @@ long cv_proc_field(const char *text, const char *key) {
     }
     return -1;
 }
+
+char *cv_next_component(char **pp, int *trailing, int *last) {
+    char *p = *pp;
+    while (*p == '/') p++;
+    if (!*p) {
+        *pp = p;
+        return NULL;
+    }
+    char *comp = p;
+    while (*p && *p != '/') p++;
+    *trailing = *p == '/';
+    if (*p) *p++ = 0;
+    const char *q = p;
+    while (*q == '/') q++;
+    *last = !*q;
+    *pp = p;
+    return comp;
+}

@@ -44,4 +44,9 @@ ssize_t cv_read_small(const char *path, char *buf, size_t len);
 /* Parse "Key:\t<number>" from a /proc status-like text. -1 if missing. */
 long cv_proc_field(const char *text, const char *key);
 
+/* One component of a path being walked in place: *p is cut after it (a NUL over the '/').
+ * Returns the component, or NULL at the end; *trailing: a '/' followed it; *last: nothing but
+ * slashes follows. */
+char *cv_next_component(char **p, int *trailing, int *last);
+
 #endif

@@ -108,10 +108,18 @@ static int set(struct cv_run *r, pid_t tgid, unsigned long long start, const cha
     return 0;
 }
 
+/* Some process has a remembered directory (entries may also be markers, see kernel_cwd). */
+static int any_remembered(const struct cv_run *r) {
+    for (size_t i = 0; i < r->ncwd; i++)
+        if (r->cwds[i].vpath) return 1;
+    return 0;
+}
+
 int cv_cwd_override(struct cv_notif *n, char *out, size_t len, int *fd) {
     if (fd) *fd = -1;
     struct cv_run *r = n->run;
-    if (!r->ncwd) return 0;
+    /* Every relative path asks: without a remembered directory anywhere, /proc is not read. */
+    if (!any_remembered(r)) return 0;
     pid_t tgid = cv_notif_tgid(n), ppid;
     unsigned long long start;
     if (cv_proc_stat(tgid, &ppid, &start) < 0) return 0;
@@ -140,6 +148,7 @@ int cv_cwd_override(struct cv_notif *n, char *out, size_t len, int *fd) {
         child_start = pstart;
         ppid = pp2;
     }
+    set(r, tgid, start, NULL, -1); /* nothing to inherit: asked once, not at every relative path */
     return 0;
 }
 

@@ -12,7 +12,7 @@ enum cv_reply_kind {
     CV_REPLY_ERRNO = 1, /* fail with err */
     CV_REPLY_VALUE,     /* succeed with val */
     CV_REPLY_CONTINUE,  /* let the kernel run the call as issued */
-    CV_REPLY_DONE,      /* the handler already answered (ADDFD|SEND) */
+    CV_REPLY_DONE,      /* the handler answers itself, later (a FIFO open on its own thread) */
 };
 
 struct cv_reply {
@@ -38,7 +38,8 @@ int cv_notif_valid(const struct cv_notif *n);
 pid_t cv_notif_tgid(struct cv_notif *n);
 /* Read a path argument; then checks validity. 0 or -errno. */
 int cv_notif_path(struct cv_notif *n, uint64_t addr, char *buf, size_t len);
-/* Install fd in the guest as the syscall's result (ADDFD|SEND). */
+/* Install fd in the guest (ADDFD), close the supervisor's copy, and reply with its number: the
+ * guest's close() is then the last one. Consumes fd. */
 struct cv_reply cv_notif_inject(struct cv_notif *n, int fd, int cloexec);
 /* A duplicate of the guest's fd (shares the open file description). -errno on failure. */
 int cv_notif_dup_fd(struct cv_notif *n, int guest_fd);

@@ -25,23 +25,6 @@
 #define RENAME_EXCHANGE 2
 #endif
 
-void cv_ov_tmpname(char *out, size_t len);
-
-static void parent_of(const char *vpath, char *out) {
-    snprintf(out, PATH_MAX, "%s", vpath);
-    char *slash = strrchr(out, '/');
-    if (slash == out) out[1] = 0;
-    else *slash = 0;
-}
-
-/* Write and search permission on the directory holding v (the host's when it has one). */
-static int may_change_in(const struct cv_vnode *v) {
-    int dir = v->plow >= 0 ? v->plow : v->pup;
-    if (dir < 0) return -ENOENT;
-    char self[64];
-    snprintf(self, sizeof self, "/proc/self/fd/%d", dir);
-    return access(self, W_OK | X_OK) < 0 && errno != EROFS ? -errno : 0;
-}
 
 /* The host has an entry under v's name in v's (visible) host parent. */
 static int lower_has(const struct cv_vnode *v) {
@@ -98,11 +81,9 @@ static int prepare_new(struct cv_notif *n, int dirfd, uint64_t addr, struct cv_v
     else if (v->in_proc) e = -ENOENT;
     else if (!cv_ov_writable(n->run)) e = -EROFS;
     else if (cv_ov_reserved(v->name)) e = -EINVAL;
-    else e = may_change_in(v);
+    else e = cv_vnode_may_change(v);
     if (e == 0) {
-        char parent[PATH_MAX];
-        parent_of(v->vpath, parent);
-        *dir = cv_ov_upper_dir(n->run, parent);
+        *dir = cv_ov_upper_parent(n->run, v->vpath);
         if (*dir < 0) e = *dir;
     }
     if (e < 0) cv_vnode_release(v);
@@ -185,9 +166,7 @@ static int bring_up(struct cv_notif *n, const struct cv_vnode *v, int *dir) {
         e = cv_ov_copy_up(r, v, 1);
     }
     if (e < 0) return e;
-    char parent[PATH_MAX];
-    parent_of(v->vpath, parent);
-    *dir = cv_ov_upper_dir(r, parent);
+    *dir = cv_ov_upper_parent(r, v->vpath);
     return *dir < 0 ? *dir : 0;
 }
 
@@ -270,15 +249,13 @@ static struct cv_reply do_remove(struct cv_notif *n, int dirfd, uint64_t addr, i
     else if (rmdir && !S_ISDIR(v.st.st_mode)) e = -ENOTDIR;
     else if (!rmdir && S_ISDIR(v.st.st_mode)) e = -EISDIR;
     else if (!cv_ov_writable(r)) e = -EROFS;
-    else e = may_change_in(&v);
+    else e = cv_vnode_may_change(&v);
     if (e == 0 && rmdir) {
         int empty = merged_empty(r, &v);
         e = empty < 0 ? empty : empty ? 0 : -ENOTEMPTY;
     }
     if (e == 0) {
-        char parent[PATH_MAX];
-        parent_of(v.vpath, parent);
-        cv_autoclose int dir = cv_ov_upper_dir(r, parent);
+        cv_autoclose int dir = cv_ov_upper_parent(r, v.vpath);
         if (dir < 0) e = dir;
         /* The whiteout first: a crash after it leaves the name deleted, never half-removed. */
         if (e == 0 && lower_has(&v)) e = cv_ov_whiteout(dir, v.name);
@@ -308,8 +285,8 @@ static int exchange(struct cv_notif *n, struct cv_vnode *ov, struct cv_vnode *nv
     if (!*ov->name || !*nv->name) return -EBUSY;
     if (!cv_ov_writable(n->run)) return -EROFS;
     if (!strcmp(ov->vpath, nv->vpath)) return 0;
-    int e = may_change_in(ov);
-    if (e == 0) e = may_change_in(nv);
+    int e = cv_vnode_may_change(ov);
+    if (e == 0) e = cv_vnode_may_change(nv);
     int odir = -1, ndir = -1;
     if (e == 0) e = bring_up(n, ov, &odir);
     if (e == 0) e = bring_up(n, nv, &ndir);
@@ -355,16 +332,14 @@ static struct cv_reply do_rename(struct cv_notif *n, int odirfd, uint64_t oaddr,
     else if (nv.exists && S_ISDIR(ov.st.st_mode) && !S_ISDIR(nv.st.st_mode)) e = -ENOTDIR;
     else if (nv.exists && !S_ISDIR(ov.st.st_mode) && S_ISDIR(nv.st.st_mode)) e = -EISDIR;
     else if (!cv_ov_writable(r)) e = -EROFS;
-    else if ((e = may_change_in(&ov)) == 0) e = may_change_in(&nv);
+    else if ((e = cv_vnode_may_change(&ov)) == 0) e = cv_vnode_may_change(&nv);
     if (e == 0 && nv.exists && S_ISDIR(nv.st.st_mode)) {
         int empty = merged_empty(r, &nv);
         e = empty < 0 ? empty : empty ? 0 : -ENOTEMPTY;
     }
     if (e == 0) e = bring_up(n, &ov, &odir);
     if (e == 0) {
-        char parent[PATH_MAX];
-        parent_of(nv.vpath, parent);
-        ndir = cv_ov_upper_dir(r, parent);
+        ndir = cv_ov_upper_parent(r, nv.vpath);
         if (ndir < 0) e = ndir;
     }
     if (e == 0 && S_ISDIR(ov.st.st_mode)) {

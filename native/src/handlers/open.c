@@ -2,7 +2,7 @@
  *  - a read-only open of a host file the kernel resolves exactly as the merged
  *    view does is CONTINUEd (Landlock grants read only, so a racing thread that
  *    swaps the path can only read another visible file);
- *  - everything else is opened by the supervisor and injected (ADDFD|SEND):
+ *  - everything else is opened by the supervisor and injected (ADDFD):
  *    upper files, new files (made in the upper), host files opened for writing
  *    (copied up first), merged directories (the upper twin: getdents merges);
  *  - anything in /proc is opened by the supervisor, after checking that a
@@ -121,23 +121,6 @@ static struct cv_reply open_proc(struct cv_notif *n, const struct cv_resolved *r
     return cv_notif_inject(n, fd, flags & O_CLOEXEC);
 }
 
-/* Parent directory writable and searchable, as the kernel checks it (the supervisor has the guest's
- * uid; the host directory's permission decides, as overlayfs does). */
-static int may_change_in(const struct cv_vnode *v) {
-    int dir = v->plow >= 0 ? v->plow : v->pup;
-    if (dir < 0) return -ENOENT;
-    char self[64];
-    snprintf(self, sizeof self, "/proc/self/fd/%d", dir);
-    return access(self, W_OK | X_OK) < 0 && errno != EROFS ? -errno : 0;
-}
-
-static void parent_of(const char *vpath, char *out) {
-    snprintf(out, PATH_MAX, "%s", vpath);
-    char *slash = strrchr(out, '/');
-    if (slash == out) out[1] = 0;
-    else *slash = 0;
-}
-
 /* O_CREAT of a missing name: made in the upper, the guest's umask applied. */
 static struct cv_reply create(struct cv_notif *n, const struct cv_vnode *v, int flags, mode_t mode) {
     struct cv_run *r = n->run;
@@ -145,11 +128,9 @@ static struct cv_reply create(struct cv_notif *n, const struct cv_vnode *v, int 
     if (v->trailing) return cv_err(EISDIR);
     if (flags & O_DIRECTORY) return cv_err(EINVAL);
     if (cv_ov_reserved(v->name)) return cv_err(EINVAL);
-    int e = may_change_in(v);
+    int e = cv_vnode_may_change(v);
     if (e < 0) return cv_err(-e);
-    char parent[PATH_MAX];
-    parent_of(v->vpath, parent);
-    cv_autoclose int dir = cv_ov_upper_dir(r, parent);
+    cv_autoclose int dir = cv_ov_upper_parent(r, v->vpath);
     if (dir < 0) return cv_err(-dir);
     int base = (flags & ~(O_CREAT | O_EXCL | O_CLOEXEC)) | O_CLOEXEC | O_NOFOLLOW;
     int fd = openat(dir, v->name, base | O_CREAT | O_EXCL, 0600);

@@ -38,12 +38,7 @@ static struct cv_reply bind_path(struct cv_notif *n, const struct sockaddr_un *u
     if (e < 0) {
         out = cv_err(-e);
     } else {
-        char parent[PATH_MAX];
-        snprintf(parent, sizeof parent, "%s", v.vpath);
-        char *slash = strrchr(parent, '/');
-        if (slash == parent) parent[1] = 0;
-        else *slash = 0;
-        cv_autoclose int dir = cv_ov_upper_dir(n->run, parent);
+        cv_autoclose int dir = cv_ov_upper_parent(n->run, v.vpath);
         cv_autoclose int dup = dir < 0 ? -1 : cv_notif_dup_fd(n, (int)n->req->data.args[0]);
         struct sockaddr_un real = {.sun_family = AF_UNIX};
         int w = snprintf(real.sun_path, sizeof real.sun_path, "/proc/self/fd/%d/%s", dir, v.name);

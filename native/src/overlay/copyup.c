@@ -17,8 +17,6 @@
 #include "overlay/layers.h"
 #include "overlay/vfs.h"
 
-void cv_ov_tmpname(char *out, size_t len);
-
 static int copy_data(int from, int to) {
     for (;;) {
         ssize_t n = copy_file_range(from, NULL, to, NULL, 1 << 30, 0);
@@ -94,12 +92,7 @@ static int place(struct cv_run *r, const char *tmp, int parent, const char *name
 
 int cv_ov_copy_up(struct cv_run *r, const struct cv_vnode *v, int with_data) {
     if (v->layer != CV_LOWER || v->plow < 0) return 0;
-    char parent[PATH_MAX];
-    snprintf(parent, sizeof parent, "%s", v->vpath);
-    char *slash = strrchr(parent, '/');
-    if (slash == parent) parent[1] = 0;
-    else *slash = 0;
-    cv_autoclose int pfd = cv_ov_upper_dir(r, parent);
+    cv_autoclose int pfd = cv_ov_upper_parent(r, v->vpath);
     if (pfd < 0) return pfd;
     if (S_ISDIR(v->st.st_mode)) {
         cv_autoclose int d = cv_ov_upper_dir(r, v->vpath);

@@ -94,7 +94,6 @@ int cv_ov_open_upper(struct cv_run *r, const char *vpath, int flags, mode_t mode
     return fd < 0 ? -errno : fd;
 }
 
-/* A fresh name in the work directory. */
 void cv_ov_tmpname(char *out, size_t len) {
     static atomic_ulong seq;
     snprintf(out, len, "tmp.%d.%d.%lu", (int)getpid(), (int)gettid(), atomic_fetch_add(&seq, 1));
@@ -147,6 +146,15 @@ int cv_ov_upper_dir(struct cv_run *r, const char *vdir) {
         cur = next;
     }
     return cur;
+}
+
+int cv_ov_upper_parent(struct cv_run *r, const char *vpath) {
+    char parent[PATH_MAX];
+    snprintf(parent, sizeof parent, "%s", vpath);
+    char *slash = strrchr(parent, '/');
+    if (!slash) return -EINVAL;
+    slash[slash == parent ? 1 : 0] = 0;
+    return cv_ov_upper_dir(r, parent);
 }
 
 int cv_ov_rmdir_upper(int parent, const char *name) {

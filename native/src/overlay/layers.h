@@ -39,6 +39,12 @@ int cv_ov_ensure_upper(struct cv_run *r);
  * O_RDONLY|O_DIRECTORY fd or -errno. */
 int cv_ov_upper_dir(struct cv_run *r, const char *vdir);
 
+/* The upper directory holding vpath (its parent), made as cv_ov_upper_dir does. fd or -errno. */
+int cv_ov_upper_parent(struct cv_run *r, const char *vpath);
+
+/* A fresh name for a temporary object in the work directory. */
+void cv_ov_tmpname(char *out, size_t len);
+
 /* Copy the host object v names (exists, layer CV_LOWER) into the upper layer,
  * atomically. with_data 0: a regular file comes up empty (O_TRUNC). 0 or
  * -errno; a concurrent copy-up of the same object counts as done. */

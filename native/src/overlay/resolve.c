@@ -90,15 +90,9 @@ static int walk(struct cv_notif *n, const char *base, const char *path, int foll
     o->exists = 1;
     if (lstat(cur, &o->st) < 0) return -errno;
     for (;;) {
-        while (*p == '/') p++;
-        if (!*p) break;
-        char *comp = p;
-        while (*p && *p != '/') p++;
-        int trailing = *p == '/';
-        if (*p) *p++ = 0;
-        const char *q = p;
-        while (*q == '/') q++;
-        int last = !*q;
+        int trailing, last;
+        char *comp = cv_next_component(&p, &trailing, &last);
+        if (!comp) break;
         if (!strcmp(comp, ".")) continue;
         if (!strcmp(comp, "..")) {
             char *slash = strrchr(cur, '/');

@@ -280,6 +280,14 @@ static int proc_handoff(struct cv_notif *n, int dirfd, const char *path, int fla
     return 0;
 }
 
+int cv_vnode_may_change(const struct cv_vnode *v) {
+    int dir = v->plow >= 0 ? v->plow : v->pup;
+    if (dir < 0) return -ENOENT;
+    char self[64];
+    snprintf(self, sizeof self, "/proc/self/fd/%d", dir);
+    return access(self, W_OK | X_OK) < 0 && errno != EROFS ? -errno : 0;
+}
+
 void cv_vnode_release(struct cv_vnode *v) {
     if (v->pup >= 0) close(v->pup);
     if (v->plow >= 0) close(v->plow);
@@ -339,15 +347,12 @@ int cv_vresolve(struct cv_notif *n, int dirfd, const char *path, int flags, stru
     struct stat st;
     for (;;) {
         while (*p == '/') p++;
-        if (!*p) break;
-        if (d.up < 0 && d.low >= 0 && !d.opq) skip_host_dirs(r, &d, &p);
-        char *comp = p;
-        while (*p && *p != '/') p++;
-        int trailing = *p == '/';
-        if (*p) *p++ = 0;
+        if (d.up < 0 && d.low >= 0 && !d.opq && *p) skip_host_dirs(r, &d, &p);
+        int trailing, last;
+        char *comp = cv_next_component(&p, &trailing, &last);
+        if (!comp) break;
         const char *q = p;
         while (*q == '/') q++;
-        int last = !*q;
         if (strlen(comp) > NAME_MAX) {
             e = -ENAMETOOLONG;
             goto fail;

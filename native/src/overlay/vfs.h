@@ -41,6 +41,10 @@ void cv_vnode_release(struct cv_vnode *v);
 /* The real object of an existing node, opened O_PATH|O_NOFOLLOW (plus flags). -errno on failure. */
 int cv_vnode_open(const struct cv_vnode *v, int flags);
 
+/* Write and search permission on the directory holding v, as the kernel checks it: the host
+ * directory's when it has one (the supervisor has the guest's uid), as overlayfs does. 0 or -errno. */
+int cv_vnode_may_change(const struct cv_vnode *v);
+
 /* The virtual path of a real path seen in /proc (a cwd, an fd): the upper root stripped, host paths
  * as they are. 0, or -ENOENT for the storage of another sandbox or a hidden path. */
 int cv_virtual_of_real(const struct cv_run *r, const char *real, char *out, size_t len);
