@@ -29,7 +29,7 @@
 extern "C" {
 #endif
 
-#define CV_ABI_VERSION 1
+#define CV_ABI_VERSION 2
 
 #define CV_API __attribute__((visibility("default")))
 
@@ -102,6 +102,11 @@ CV_API int cv_run_set_hostname(cv_run *r, const char *name);    /* the guest's n
  * parent) are made, mode 0700 with that parent, on the guest's first change: a run that
  * changes nothing leaves nothing on disk. Without a layer every change fails EROFS. */
 CV_API int cv_run_set_upper(cv_run *r, const char *upper_dir, const char *work_dir);
+/* A read-only layer below the upper (a snapshot's frozen tree, same on-disk format), over the
+ * host. Call once per layer, from the top of the chain to the bottom, at most CV_MAX_LOWERS
+ * times. The layer is never written: changes to what it holds are copied up into the upper. */
+#define CV_MAX_LOWERS 32
+CV_API int cv_run_add_lower(cv_run *r, const char *layer_dir);
 
 /* Start the run. *done_fd receives a non-blocking, close-on-exec pipe read end that
  * reaches EOF when the run is over (also on a failed start). The caller owns it and

@@ -7,7 +7,7 @@ import type * as Koffi from "koffi";
 import { CvisorError, cvErrorName, CV_ERROR } from "./errors.js";
 
 /** CV_ABI_VERSION of the header this binding was written against. */
-export const ABI_VERSION = 1;
+export const ABI_VERSION = 2;
 
 /** enum cv_run_state: how a run ended. */
 export const RUN_STATE = { EXITED: 1, SIGNALED: 2, EXEC_FAILED: 3, FAILED: 4 } as const;
@@ -31,6 +31,8 @@ export interface RunSpec {
   hostname?: string | undefined;
   /** The copy-on-write layer: without it the guest's filesystem is read-only. */
   upper?: { upper: string; work: string } | undefined;
+  /** Read-only layers under the upper (a snapshot chain's trees), top first. */
+  lowers?: readonly string[] | undefined;
 }
 
 /** cv_run_result, decoded. */
@@ -84,6 +86,7 @@ interface Binding {
   setTimeoutMs: Fn<[Ptr, number], number>;
   setHostname: Fn<[Ptr, string], number>;
   setUpper: Fn<[Ptr, string, string], number>;
+  addLower: Fn<[Ptr, string], number>;
   start: Fn<[Ptr, number[]], number>;
   kill: Fn<[Ptr], number>;
   getResult: Fn<[Ptr, Record<string, unknown>], number>;
@@ -296,6 +299,7 @@ const PROTOTYPES: Record<keyof Binding, string> = {
   setTimeoutMs: "int cv_run_set_timeout_ms(cv_run *r, uint32_t ms)",
   setHostname: "int cv_run_set_hostname(cv_run *r, const char *name)",
   setUpper: "int cv_run_set_upper(cv_run *r, const char *upper, const char *work)",
+  addLower: "int cv_run_add_lower(cv_run *r, const char *layer_dir)",
   start: "int cv_run_start(cv_run *r, _Out_ int *done_fd)",
   kill: "int cv_run_kill(cv_run *r)",
   getResult: "int cv_run_get_result(cv_run *r, _Out_ cv_run_result *out)",
@@ -440,6 +444,7 @@ export function createRun(spec: RunSpec): NativeRun {
         `sandbox layer ${spec.upper.upper}`,
       );
     }
+    for (const dir of spec.lowers ?? []) check(b.addLower(ptr, dir), `snapshot layer ${dir}`);
   } catch (err) {
     free(run);
     throw err;

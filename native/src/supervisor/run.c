@@ -159,6 +159,23 @@ CV_API int cv_run_set_upper(cv_run *r, const char *upper_dir, const char *work_d
     return 0;
 }
 
+CV_API int cv_run_add_lower(cv_run *r, const char *layer_dir) {
+    NOT_STARTED(r);
+    if (!layer_dir || r->nlower >= CV_MAX_LOWERS) return CV_ERR_INVALID;
+    char real[PATH_MAX];
+    if (!realpath(layer_dir, real) || !strcmp(real, "/")) return CV_ERR_INVALID;
+    int fd = open(real, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return CV_ERR_INVALID;
+    char *copy = xstrdup(real);
+    if (!copy) {
+        close(fd);
+        return CV_ERR_NOMEM;
+    }
+    r->lower[r->nlower] = copy;
+    r->lower_fd[r->nlower++] = fd;
+    return 0;
+}
+
 void cv_run_fail(struct cv_run *r, int err, const char *fmt, ...) {
     r->result.state = CV_RUN_FAILED;
     r->result.error = err;
@@ -325,6 +342,10 @@ static void run_destroy(struct cv_run *r) {
     for (size_t i = 0; i < r->argc; i++) free(r->argv[i]);
     for (size_t i = 0; i < r->envc; i++) free(r->envp[i]);
     for (size_t i = 0; i < r->nhide; i++) free(r->hide[i]);
+    for (int i = 0; i < r->nlower; i++) {
+        free(r->lower[i]);
+        close(r->lower_fd[i]);
+    }
     for (size_t i = 0; i < r->ncwd; i++) {
         free(r->cwds[i].vpath);
         if (r->cwds[i].fd >= 0) close(r->cwds[i].fd);

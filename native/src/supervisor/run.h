@@ -65,6 +65,9 @@ struct cv_run {
     int upper_fd, work_fd;    /* O_DIRECTORY fds of upper and work (-1 without, or not made yet) */
     int upper_lazy;           /* upper_want and work_want are made on the first change */
     char *upper_want, *work_want;
+    char *lower[CV_MAX_LOWERS]; /* realpaths of the read-only layers, top first */
+    int lower_fd[CV_MAX_LOWERS];/* their O_DIRECTORY fds */
+    int nlower;
     int stdio[3];
     dev_t stdio_rdev[3]; /* terminal devices among the stdio fds (0: none) */
     int network;
