@@ -48,7 +48,7 @@ static int read_text(int dir, const char *name, char *buf, size_t len) {
 static int host_node(const char *dir, const char *name, struct cv_vnode *v) {
     memset(v, 0, sizeof *v);
     v->pup = -1;
-    v->plow = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    v->plow = v->psrc = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
     snprintf(v->vpath, sizeof v->vpath, "%s/%s", dir, name);
     v->name = strrchr(v->vpath, '/') + 1;
     v->layer = CV_LOWER;

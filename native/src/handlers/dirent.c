@@ -101,7 +101,7 @@ static struct cv_reply filtered(struct cv_notif *n, struct skip_ctx *ctx) {
 /* guest_host: the guest's fd is the host directory (it may be in a native listing: ext4 puts
  * hash cookies in the offset, which look like anything, so an offset that names none of our
  * snapshots of this directory is the kernel's). */
-static struct cv_reply list(struct cv_notif *n, int upper, int lower, int guest_host, struct skip_ctx *ctx) {
+static struct cv_reply list(struct cv_notif *n, const int *fds, int nl, int guest_host, struct skip_ctx *ctx) {
     const __u64 *a = n->req->data.args;
     cv_autoclose int dup = cv_notif_dup_fd(n, (int)a[0]);
     if (dup < 0) return cv_err(EBADF);
@@ -110,7 +110,7 @@ static struct cv_reply list(struct cv_notif *n, int upper, int lower, int guest_
     uint32_t slot = cv_dirsnap_off_slot((uint64_t)pos), idx = cv_dirsnap_off_idx((uint64_t)pos);
     struct cv_dirsnap *s = pos && slot ? cv_dirsnap_get(slot) : NULL;
     /* The offset is the guest's to set: a slot of another directory (or sandbox) is not shown. */
-    if (s && !cv_dirsnap_matches(s, upper, lower)) {
+    if (s && !cv_dirsnap_matches_stack(s, fds, nl)) {
         cv_dirsnap_unref(s);
         s = NULL;
     }
@@ -118,7 +118,7 @@ static struct cv_reply list(struct cv_notif *n, int upper, int lower, int guest_
      * POSIX lets readdir miss changes made after opendir. */
     if (!s && pos && guest_host) return cv_continue();
     if (!s) {
-        s = cv_dirsnap_build(upper, lower, skip_name, ctx);
+        s = cv_dirsnap_build_stack(fds, nl, skip_name, ctx);
         if (!s) return cv_err(errno ? errno : ENOMEM);
         slot = cv_dirsnap_store(s);
         if (!pos) idx = 0;
@@ -145,6 +145,27 @@ static struct cv_reply list(struct cv_notif *n, int upper, int lower, int guest_
     return out;
 }
 
+/* Under read-only layers: the directory's layers as the view stacks them. */
+static struct cv_reply layered(struct cv_notif *n, const char *vdir, const char *real, int old_abi,
+                               struct skip_ctx *ctx) {
+    struct cv_run *r = n->run;
+    int guest_host = !cv_vfs_in_store(r, real);
+    struct cv_vstack st;
+    if (cv_vdir_stack(r, vdir, &st) < 0) /* gone from the view: the kernel lists what the guest holds */
+        return guest_host ? cv_continue() : cv_val(0);
+    int only_host = st.fd[st.n - 1] >= 0;
+    for (int i = 0; i < st.n - 1; i++) only_host &= st.fd[i] < 0;
+    struct cv_reply out;
+    if (only_host && guest_host) /* a host directory with no changes: native, hidden names taken out */
+        out = holds_hidden(r, vdir) && !old_abi ? filtered(n, ctx) : cv_continue();
+    else if (old_abi)
+        out = cv_err(EINVAL); /* legacy getdents: native only */
+    else
+        out = list(n, st.fd, st.n, guest_host, ctx);
+    cv_vstack_close(&st);
+    return out;
+}
+
 struct cv_reply cv_h_dirent(struct cv_notif *n) {
     const struct cv_run *r = n->run;
     int gfd = (int)n->req->data.args[0];
@@ -164,6 +185,7 @@ struct cv_reply cv_h_dirent(struct cv_notif *n) {
     }
     if (!strncmp(real, "/proc/", 6)) return cv_continue(); /* a process of the sandbox (opens are checked) */
     if (cv_virtual_of_real(r, real, vdir, sizeof vdir) < 0) return cv_err(ENOENT);
+    if (r->nlower) return layered(n, vdir, real, old_abi, &ctx);
     int in_upper = r->upper && !strncmp(real, r->upper, strlen(r->upper)) &&
                    (real[strlen(r->upper)] == '/' || !real[strlen(r->upper)]);
     cv_autoclose int up = -1;
@@ -193,5 +215,6 @@ struct cv_reply cv_h_dirent(struct cv_notif *n) {
         }
     }
     if (old_abi) return up >= 0 && low < 0 ? cv_continue() : cv_err(EINVAL); /* legacy getdents: native only */
-    return list(n, up, low, !in_upper, &ctx);
+    int fds[2] = {up, low};
+    return list(n, fds, 2, !in_upper, &ctx);
 }

@@ -4,8 +4,8 @@
  *  - a script (#!) anywhere: the relay execs the interpreter with
  *    [interp, opt, path as the guest gave it, argv[1..]], as the kernel would,
  *    so $0 is the virtual path; a nested interpreter comes back here;
- *  - an ELF file in the upper layer: the relay execs a sealed memfd copy
- *    (Landlock only grants execute on host files, and the upper is hidden);
+ *  - an ELF file in the upper or a read-only layer: the relay execs a sealed memfd copy
+ *    (Landlock only grants execute on host files, and the layers are hidden);
  *  - a host file reached through the upper (a symlink there, a relative path
  *    from an upper directory): the relay execs it by its host path.
  * The path argument is rewritten to "/dev/fd/K" (K: the injected helper) with
@@ -364,7 +364,7 @@ struct cv_reply cv_h_exec(struct cv_notif *n) {
                 out = cv_err(ENOEXEC);
                 goto done;
             }
-            if (v.layer == CV_UPPER) {
+            if (cv_vnode_stored(&v)) {
                 copy = exec_copy(rd);
                 if (copy < 0) {
                     out = cv_err(-copy);

@@ -15,6 +15,7 @@
 
 #include "common/util.h"
 #include "handlers.h"
+#include "overlay/dirsnap.h"
 #include "overlay/layers.h"
 #include "overlay/vfs.h"
 
@@ -26,48 +27,34 @@
 #endif
 
 
-/* The host has an entry under v's name in v's (visible) host parent. */
+/* Something below the upper shows under v's name (so deleting it needs a whiteout). */
 static int lower_has(const struct cv_vnode *v) {
     struct stat st;
-    return v->plow >= 0 && *v->name && fstatat(v->plow, v->name, &st, AT_SYMLINK_NOFOLLOW) == 0;
+    return cv_vnode_lower(v, &st) == 1;
 }
 
 static int lower_has_dir(const struct cv_vnode *v) {
     struct stat st;
-    return v->plow >= 0 && *v->name && fstatat(v->plow, v->name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode);
+    return cv_vnode_lower(v, &st) == 1 && S_ISDIR(st.st_mode);
+}
+
+static int skip_hidden(const char *name, void *arg) {
+    const struct cv_vnode *v = arg;
+    char vp[PATH_MAX + NAME_MAX + 2];
+    snprintf(vp, sizeof vp, "%s/%s", strcmp(v->vpath, "/") ? v->vpath : "", name);
+    return cv_vfs_hidden(v->run, vp);
 }
 
 /* A directory is empty in the merged view. 1, 0, or -errno. */
-static int merged_empty(const struct cv_run *r, const struct cv_vnode *v) {
-    int flags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
-    cv_autoclose int up = v->layer == CV_UPPER ? openat(v->pup, v->name, flags) : -1;
-    int low = v->layer == CV_LOWER ? openat(v->plow, v->name, flags)
-              : v->lower_dir && !v->opaque ? open(v->vpath, flags) /* the host twin */
-                                          : -1;
-    int fds[2] = {up >= 0 ? dup(up) : -1, low};
-    int empty = 1;
-    for (int i = 0; i < 2; i++) {
-        if (fds[i] < 0) continue;
-        DIR *d = fdopendir(fds[i]);
-        if (!d) {
-            close(fds[i]);
-            empty = -ENOMEM;
-            continue;
-        }
-        struct dirent *de;
-        while (empty == 1 && (de = readdir(d))) {
-            const char *nm = de->d_name;
-            if (!strcmp(nm, ".") || !strcmp(nm, "..") || cv_ov_reserved(nm)) continue;
-            if (i == 1) {
-                char vp[PATH_MAX + NAME_MAX + 2];
-                snprintf(vp, sizeof vp, "%s/%s", v->vpath, nm);
-                if (cv_vfs_hidden(r, vp) || (up >= 0 && cv_ov_whited_out(up, nm))) continue;
-            }
-            empty = 0;
-        }
-        closedir(d);
-    }
-    return empty;
+static int merged_empty(struct cv_run *r, const struct cv_vnode *v) {
+    struct cv_vstack st;
+    int e = cv_vdir_stack(r, v->vpath, &st);
+    if (e < 0) return e;
+    struct cv_dirsnap *s = cv_dirsnap_build_stack(st.fd, st.n, skip_hidden, (void *)v);
+    e = s ? cv_dirsnap_count(s) == 2 : -(errno ? errno : ENOMEM);
+    cv_dirsnap_unref(s);
+    cv_vstack_close(&st);
+    return e;
 }
 
 /* Resolve the name a call creates; 0 with v and the upper parent (dir), or -errno. */

@@ -164,7 +164,7 @@ static struct cv_reply open_existing(struct cv_notif *n, const struct cv_vnode *
         if (S_ISLNK(v->st.st_mode)) return cv_err(ELOOP);
         oflags = O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK | (flags & O_DIRECTORY);
     }
-    int dir = v->layer == CV_UPPER ? v->pup : v->plow;
+    int dir = v->psrc;
     const char *name = *v->name ? v->name : ".";
     if (dir < 0) return cv_err(ENOENT);
     if (S_ISFIFO(v->st.st_mode) && !(flags & (O_NONBLOCK | O_PATH)) && cv_notif_valid(n))

@@ -32,7 +32,7 @@ int cv_vnode_open(const struct cv_vnode *v, int flags) {
         int fd = open(v->proc.path, O_PATH | O_NOFOLLOW | O_CLOEXEC | flags);
         return fd < 0 ? -errno : fd;
     }
-    int dir = v->layer == CV_UPPER ? v->pup : v->plow;
+    int dir = v->psrc;
     if (dir < 0) return -ENOENT;
     int fd = openat(dir, *v->name ? v->name : ".", O_PATH | O_NOFOLLOW | O_CLOEXEC | flags);
     return fd < 0 ? -errno : fd;
@@ -175,7 +175,7 @@ static struct cv_reply do_readlink(struct cv_notif *n, int dirfd, uint64_t path,
             cv_vnode_release(&v);
             return cv_err(EINVAL);
         }
-        len = cv_readlinkat(v.layer == CV_UPPER ? v.pup : v.plow, v.name, target, sizeof target);
+        len = cv_readlinkat(v.psrc, v.name, target, sizeof target);
         cv_vnode_release(&v);
         if (len < 0) return cv_err((int)-len);
     }

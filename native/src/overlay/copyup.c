@@ -91,7 +91,7 @@ static int place(struct cv_run *r, const char *tmp, int parent, const char *name
 }
 
 int cv_ov_copy_up(struct cv_run *r, const struct cv_vnode *v, int with_data) {
-    if (v->layer != CV_LOWER || v->plow < 0) return 0;
+    if (v->layer != CV_LOWER || v->psrc < 0) return 0;
     cv_autoclose int pfd = cv_ov_upper_parent(r, v->vpath);
     if (pfd < 0) return pfd;
     if (S_ISDIR(v->st.st_mode)) {
@@ -100,7 +100,7 @@ int cv_ov_copy_up(struct cv_run *r, const struct cv_vnode *v, int with_data) {
     }
     char tmp[64];
     cv_ov_tmpname(tmp, sizeof tmp);
-    int e = make_copy(r, v->plow, v->name, &v->st, with_data, tmp);
+    int e = make_copy(r, v->psrc, v->name, &v->st, with_data, tmp);
     if (e < 0) {
         unlinkat(r->work_fd, tmp, 0);
         return e;
@@ -108,35 +108,52 @@ int cv_ov_copy_up(struct cv_run *r, const struct cv_vnode *v, int with_data) {
     return place(r, tmp, pfd, v->name, 0);
 }
 
-/* Copy every host entry of the merged directory (upper `up`, host `low`) that the upper does not
- * already have or delete, recursively. */
-static int materialize_at(struct cv_run *r, int up, int low, const char *vdir, int depth) {
-    if (depth > 256) return -ELOOP;
-    int lfd = openat(low, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (lfd < 0) return -errno;
-    DIR *d = fdopendir(lfd);
-    if (!d) {
-        close(lfd);
-        return -ENOMEM;
+/* Where name of the directory stack s shows from: the index of the layer below the upper that
+ * provides it, or -1 when the upper has it or deletes it, or nothing shows. */
+static int shown_from(const struct cv_vstack *s, const char *name) {
+    struct stat st;
+    if (s->fd[0] >= 0 && (fstatat(s->fd[0], name, &st, AT_SYMLINK_NOFOLLOW) == 0 || cv_ov_whited_out(s->fd[0], name)))
+        return -1;
+    for (int l = 1; l < s->n; l++) {
+        if (s->fd[l] < 0) continue;
+        if (fstatat(s->fd[l], name, &st, AT_SYMLINK_NOFOLLOW) == 0) return l;
+        if (l < s->n - 1 && cv_ov_whited_out(s->fd[l], name)) return -1;
     }
-    int opq = faccessat(up, CV_OPAQUE_NAME, F_OK, AT_SYMLINK_NOFOLLOW) == 0;
-    struct dirent *de;
-    int e = 0;
-    while (!opq && !e && (de = readdir(d))) {
-        const char *name = de->d_name;
-        if (!strcmp(name, ".") || !strcmp(name, "..")) continue;
-        char vp[PATH_MAX];
-        if (snprintf(vp, sizeof vp, "%s/%s", strcmp(vdir, "/") ? vdir : "", name) >= (int)sizeof vp) {
-            e = -ENAMETOOLONG;
+    return -1;
+}
+
+/* Copy every entry the layers below the upper show in the merged directory vdir (upper `up`)
+ * that the upper does not already have or delete, recursively; then make up opaque. */
+static int materialize_at(struct cv_run *r, int up, const char *vdir, int depth) {
+    if (depth > 256) return -ELOOP;
+    if (faccessat(up, CV_OPAQUE_NAME, F_OK, AT_SYMLINK_NOFOLLOW) == 0) return 0; /* nothing shows */
+    struct cv_vstack s;
+    int e = cv_vdir_stack(r, vdir, &s);
+    if (e < 0) return e;
+    for (int l = 1; l < s.n && !e; l++) {
+        if (s.fd[l] < 0) continue;
+        int lfd = openat(s.fd[l], ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        DIR *d = lfd < 0 ? NULL : fdopendir(lfd);
+        if (!d) {
+            if (lfd >= 0) close(lfd);
+            e = -ENOMEM;
             break;
         }
-        if (cv_vfs_hidden(r, vp) || cv_ov_whited_out(up, name)) continue;
-        struct stat ls, us;
-        if (fstatat(dirfd(d), name, &ls, AT_SYMLINK_NOFOLLOW) < 0) continue;
-        int in_upper = fstatat(up, name, &us, AT_SYMLINK_NOFOLLOW) == 0;
-        if (S_ISDIR(ls.st_mode)) {
-            if (in_upper && !S_ISDIR(us.st_mode)) continue;
-            if (!in_upper) {
+        struct dirent *de;
+        while (!e && (de = readdir(d))) {
+            const char *name = de->d_name;
+            if (!strcmp(name, ".") || !strcmp(name, "..")) continue;
+            if (l < s.n - 1 && cv_ov_reserved(name)) continue;
+            char vp[PATH_MAX];
+            if (snprintf(vp, sizeof vp, "%s/%s", strcmp(vdir, "/") ? vdir : "", name) >= (int)sizeof vp) {
+                e = -ENAMETOOLONG;
+                break;
+            }
+            if (shown_from(&s, name) != l) continue; /* the upper's, deleted, or from a layer above */
+            if (l == s.n - 1 && cv_vfs_hidden(r, vp)) continue;
+            struct stat ls;
+            if (fstatat(dirfd(d), name, &ls, AT_SYMLINK_NOFOLLOW) < 0) continue;
+            if (S_ISDIR(ls.st_mode)) {
                 char tmp[64];
                 cv_ov_tmpname(tmp, sizeof tmp);
                 if (mkdirat(r->work_fd, tmp, 0700) < 0) {
@@ -150,37 +167,61 @@ static int materialize_at(struct cv_run *r, int up, int low, const char *vdir, i
                 }
                 e = place(r, tmp, up, name, 1);
                 if (e < 0) break;
-            }
-            cv_autoclose int cu = openat(up, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-            cv_autoclose int cl = openat(dirfd(d), name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-            if (cu < 0 || cl < 0) {
-                e = -errno;
-                break;
-            }
-            e = materialize_at(r, cu, cl, vp, depth + 1);
-            if (!in_upper) {
+                cv_autoclose int cu = openat(up, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                if (cu < 0) {
+                    e = -errno;
+                    break;
+                }
+                e = materialize_at(r, cu, vp, depth + 1);
                 struct timespec ts[2] = {ls.st_atim, ls.st_mtim};
                 if (geteuid() == 0) (void)fchown(cu, ls.st_uid, ls.st_gid);
                 fchmod(cu, ls.st_mode & 07777);
                 futimens(cu, ts);
+                continue;
             }
-            continue;
+            char tmp[64];
+            cv_ov_tmpname(tmp, sizeof tmp);
+            e = make_copy(r, dirfd(d), name, &ls, 1, tmp);
+            if (e == -EROFS) { /* a device node: it cannot come along */
+                e = 0;
+                continue;
+            }
+            if (e < 0) {
+                unlinkat(r->work_fd, tmp, 0);
+                break;
+            }
+            e = place(r, tmp, up, name, 0);
         }
-        if (in_upper) continue;
-        char tmp[64];
-        cv_ov_tmpname(tmp, sizeof tmp);
-        e = make_copy(r, dirfd(d), name, &ls, 1, tmp);
-        if (e == -EROFS) { /* a device node: it cannot come along */
-            e = 0;
-            continue;
-        }
-        if (e < 0) {
-            unlinkat(r->work_fd, tmp, 0);
-            break;
-        }
-        e = place(r, tmp, up, name, 0);
+        closedir(d);
     }
-    closedir(d);
+    /* Upper directories over lower ones: what shows below them must come up too. */
+    if (!e) {
+        int ufd = openat(up, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        DIR *d = ufd < 0 ? NULL : fdopendir(ufd);
+        if (!d && ufd >= 0) close(ufd);
+        struct dirent *de;
+        while (d && !e && (de = readdir(d))) {
+            const char *name = de->d_name;
+            if (!strcmp(name, ".") || !strcmp(name, "..") || cv_ov_reserved(name)) continue;
+            struct stat us;
+            if (fstatat(dirfd(d), name, &us, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(us.st_mode)) continue;
+            int below = 0;
+            for (int l = 1; l < s.n && !below; l++) {
+                struct stat ls;
+                below = s.fd[l] >= 0 && fstatat(s.fd[l], name, &ls, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(ls.st_mode);
+            }
+            if (!below) continue;
+            char vp[PATH_MAX];
+            if (snprintf(vp, sizeof vp, "%s/%s", strcmp(vdir, "/") ? vdir : "", name) >= (int)sizeof vp) {
+                e = -ENAMETOOLONG;
+                break;
+            }
+            cv_autoclose int cu = openat(dirfd(d), name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            e = cu < 0 ? -errno : materialize_at(r, cu, vp, depth + 1);
+        }
+        if (d) closedir(d);
+    }
+    cv_vstack_close(&s);
     if (e < 0) return e;
     return cv_ov_set_opaque(up);
 }
@@ -189,7 +230,5 @@ int cv_ov_materialize(struct cv_run *r, const char *vdir, int lower_shows) {
     cv_autoclose int up = cv_ov_upper_dir(r, vdir);
     if (up < 0) return up;
     if (!lower_shows) return cv_ov_set_opaque(up);
-    cv_autoclose int low = open(vdir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (low < 0) return errno == ENOENT || errno == ENOTDIR ? cv_ov_set_opaque(up) : -errno;
-    return materialize_at(r, up, low, vdir, 0);
+    return materialize_at(r, up, vdir, 0);
 }

@@ -26,9 +26,10 @@ struct cv_dirsnap {
     uint32_t count;
     size_t size;                  /* bytes of this allocation */
     const unsigned char *recs;    /* the records, inside this allocation */
-    dev_t dev[2];                 /* identity of the upper [0] and lower [1] directories */
-    ino_t ino[2];
-    unsigned char has[2];
+    int nl;                       /* layers it was built from */
+    dev_t dev[CV_DIRSNAP_MAX_LAYERS]; /* their identities, top first */
+    ino_t ino[CV_DIRSNAP_MAX_LAYERS];
+    unsigned char has[CV_DIRSNAP_MAX_LAYERS];
     uint32_t at[];                /* count offsets into recs */
 };
 
@@ -209,37 +210,46 @@ static unsigned char *put(unsigned char *p, uint64_t ino, unsigned char type, co
     return p + rl;
 }
 
-struct cv_dirsnap *cv_dirsnap_build(int upper_fd, int lower_fd, int (*skip)(const char *name, void *arg),
-                                    void *arg) {
-    if (upper_fd < 0 && lower_fd < 0) {
+struct cv_dirsnap *cv_dirsnap_build_stack(const int *fds, int nl, int (*skip)(const char *name, void *arg),
+                                          void *arg) {
+    int any = 0;
+    for (int l = 0; l < nl; l++) any |= fds[l] >= 0;
+    if (nl < 1 || nl > CV_DIRSNAP_MAX_LAYERS || !any) {
         errno = EINVAL;
         return NULL;
     }
-    struct layer up = {0}, lo = {0};
+    struct layer L[CV_DIRSNAP_MAX_LAYERS];
+    memset(L, 0, sizeof L);
     struct cv_dirsnap *s = NULL;
-    int has_up = upper_fd >= 0, has_lo = lower_fd >= 0;
-    if (has_up && read_layer(upper_fd, 1, &up) < 0) goto out;
-    if (has_lo && read_layer(lower_fd, 0, &lo) < 0) goto out;
-    if (up.opaque) lo.ents.n = 0;
-
-    sort_list(&up.ents, up.names);
-    sort_list(&up.wh, up.names);
-    sort_list(&lo.ents, lo.names);
-
-    /* choose, and size the result */
-    size_t count = 2, bytes = rec_len(1) + rec_len(2);
-    for (size_t k = 0; k < up.ents.n; k++) {
-        struct ent *e = &up.ents.e[k];
-        e->keep = !skip || !skip(up.names + e->name, arg);
-        if (e->keep) count++, bytes += rec_len(e->len);
+    int top = -1, last = nl - 1;
+    for (int l = 0; l < nl; l++) {
+        if (fds[l] < 0) continue;
+        if (read_layer(fds[l], l < nl - 1, &L[l]) < 0) goto out;
+        if (top < 0) top = l;
+        sort_list(&L[l].ents, L[l].names);
+        sort_list(&L[l].wh, L[l].names);
     }
-    size_t pu = 0, pw = 0;
-    for (size_t k = 0; k < lo.ents.n; k++) {
-        struct ent *e = &lo.ents.e[k];
-        const char *name = lo.names + e->name;
-        e->keep = !walk_find(&up.ents, up.names, &pu, name, e->len) &&
-                  !walk_find(&up.wh, up.names, &pw, name, e->len) && (!skip || !skip(name, arg));
-        if (e->keep) count++, bytes += rec_len(e->len);
+    for (int l = 0; l < nl - 1; l++) /* an opaque directory: nothing below it shows */
+        if (fds[l] >= 0 && L[l].opaque) {
+            last = l;
+            break;
+        }
+
+    /* choose, and size the result: an entry shows unless a layer above has the name or deletes it */
+    size_t count = 2, bytes = rec_len(1) + rec_len(2);
+    for (int l = 0; l <= last; l++) {
+        size_t pe[CV_DIRSNAP_MAX_LAYERS] = {0}, pw[CV_DIRSNAP_MAX_LAYERS] = {0};
+        for (size_t k = 0; k < L[l].ents.n; k++) {
+            struct ent *e = &L[l].ents.e[k];
+            const char *name = L[l].names + e->name;
+            int keep = 1;
+            for (int a = 0; a < l && keep; a++)
+                if (fds[a] >= 0 && (walk_find(&L[a].ents, L[a].names, &pe[a], name, e->len) ||
+                                    walk_find(&L[a].wh, L[a].names, &pw[a], name, e->len)))
+                    keep = 0;
+            e->keep = keep && (!skip || !skip(name, arg));
+            if (e->keep) count++, bytes += rec_len(e->len);
+        }
     }
     if (count > UINT32_MAX - 1 || bytes > UINT32_MAX) {
         errno = EOVERFLOW;
@@ -254,34 +264,38 @@ struct cv_dirsnap *cv_dirsnap_build(int upper_fd, int lower_fd, int (*skip)(cons
     s->size = head + bytes;
     unsigned char *recs = (unsigned char *)s + head, *p = recs;
     s->recs = recs;
-    s->has[0] = (unsigned char)has_up;
-    s->has[1] = (unsigned char)has_lo;
-    s->dev[0] = up.dev;
-    s->ino[0] = (ino_t)up.dot;
-    s->dev[1] = lo.dev;
-    s->ino[1] = (ino_t)lo.dot;
+    s->nl = nl;
+    for (int l = 0; l < nl; l++) {
+        s->has[l] = (unsigned char)(fds[l] >= 0);
+        s->dev[l] = L[l].dev;
+        s->ino[l] = (ino_t)L[l].dot;
+    }
 
-    const struct layer *top = has_up ? &up : &lo;
+    const struct layer *T = &L[top];
     uint32_t n = 0;
     s->at[n++] = (uint32_t)(p - recs);
-    p = put(p, top->dot, DT_DIR, ".", 1);
+    p = put(p, T->dot, DT_DIR, ".", 1);
     s->at[n++] = (uint32_t)(p - recs);
-    p = put(p, top->dotdot ? top->dotdot : top->dot, DT_DIR, "..", 2);
-    for (int l = 0; l < 2; l++) {
-        const struct layer *L = l ? &lo : &up;
-        for (size_t k = 0; k < L->ents.n; k++) {
-            const struct ent *e = &L->ents.e[k];
+    p = put(p, T->dotdot ? T->dotdot : T->dot, DT_DIR, "..", 2);
+    for (int l = 0; l <= last; l++) {
+        for (size_t k = 0; k < L[l].ents.n; k++) {
+            const struct ent *e = &L[l].ents.e[k];
             if (!e->keep) continue;
             s->at[n++] = (uint32_t)(p - recs);
-            p = put(p, e->ino, e->type, L->names + e->name, e->len);
+            p = put(p, e->ino, e->type, L[l].names + e->name, e->len);
         }
     }
 out:;
     int saved = errno;
-    layer_free(&up);
-    layer_free(&lo);
+    for (int l = 0; l < nl; l++) layer_free(&L[l]);
     errno = saved;
     return s;
+}
+
+struct cv_dirsnap *cv_dirsnap_build(int upper_fd, int lower_fd, int (*skip)(const char *name, void *arg),
+                                    void *arg) {
+    int fds[2] = {upper_fd, lower_fd};
+    return cv_dirsnap_build_stack(fds, 2, skip, arg);
 }
 
 size_t cv_dirsnap_count(const struct cv_dirsnap *s) { return s->count; }
@@ -299,8 +313,16 @@ static int same_dir(const struct cv_dirsnap *s, int l, int fd) {
     return s->has[l] && fstat(fd, &st) == 0 && st.st_dev == s->dev[l] && st.st_ino == s->ino[l];
 }
 
+int cv_dirsnap_matches_stack(const struct cv_dirsnap *s, const int *fds, int nl) {
+    if (nl != s->nl) return 0;
+    for (int l = 0; l < nl; l++)
+        if (!same_dir(s, l, fds[l])) return 0;
+    return 1;
+}
+
 int cv_dirsnap_matches(const struct cv_dirsnap *s, int upper_fd, int lower_fd) {
-    return same_dir(s, 0, upper_fd) && same_dir(s, 1, lower_fd);
+    int fds[2] = {upper_fd, lower_fd};
+    return cv_dirsnap_matches_stack(s, fds, 2);
 }
 
 void cv_dirsnap_ref(struct cv_dirsnap *s) {

@@ -50,6 +50,13 @@ struct cv_dirsnap; /* an immutable merged listing */
  * (EINVAL: both fds -1; ENOTDIR, EACCES, ENOMEM, EOVERFLOW: > 2^32-2 entries). */
 struct cv_dirsnap *cv_dirsnap_build(int upper_fd, int lower_fd, int (*skip)(const char *name, void *arg),
                                     void *arg);
+/* The same over a stack of directories, top first: fds[0..nl-2] are layers (their whiteouts
+ * delete names below them, an opaque one hides everything below it), fds[nl-1] is the host
+ * directory (read like the lower above); any may be -1, not all. An entry shows from the
+ * topmost layer that has it, unless a layer above deletes it. nl at most CV_DIRSNAP_MAX_LAYERS. */
+#define CV_DIRSNAP_MAX_LAYERS 34
+struct cv_dirsnap *cv_dirsnap_build_stack(const int *fds, int nl, int (*skip)(const char *name, void *arg),
+                                          void *arg);
 /* Entries, "." and ".." included (so at least 2). */
 size_t cv_dirsnap_count(const struct cv_dirsnap *s);
 /* Entry i (0 is "."), or NULL when i >= count. Valid while s is referenced. */
@@ -59,6 +66,7 @@ size_t cv_dirsnap_size(const struct cv_dirsnap *s);
 /* 1 when s was built from these directories (same st_dev/st_ino per layer, -1
  * matching -1), else 0. The skip callback is not part of the identity. */
 int cv_dirsnap_matches(const struct cv_dirsnap *s, int upper_fd, int lower_fd);
+int cv_dirsnap_matches_stack(const struct cv_dirsnap *s, const int *fds, int nl);
 void cv_dirsnap_ref(struct cv_dirsnap *s);
 void cv_dirsnap_unref(struct cv_dirsnap *s); /* NULL is fine */
 

@@ -14,6 +14,7 @@
 
 #include "common/sysnr.h"
 #include "common/util.h"
+#include "overlay/vfs.h"
 
 int cv_ov_reserved(const char *name) { return !strncmp(name, CV_WH_PREFIX, 4); }
 
@@ -107,6 +108,19 @@ static void copy_attrs(int fd, const struct stat *st) {
     futimens(fd, ts);
 }
 
+/* The attributes of the directory vdir as the layers below the upper show it. */
+static int lower_dir_stat(struct cv_run *r, const char *vdir, struct stat *st) {
+    if (!r->nlower) return lstat(vdir, st) < 0 ? -errno : S_ISDIR(st->st_mode) ? 0 : -ENOTDIR;
+    struct cv_vstack s;
+    int e = cv_vdir_stack(r, vdir, &s);
+    if (e < 0) return e;
+    e = -ENOENT;
+    for (int l = 1; l < s.n && e; l++)
+        if (s.fd[l] >= 0) e = fstat(s.fd[l], st) < 0 ? -errno : 0;
+    cv_vstack_close(&s);
+    return e;
+}
+
 int cv_ov_upper_dir(struct cv_run *r, const char *vdir) {
     int made = cv_ov_ensure_upper(r);
     if (made < 0) return made;
@@ -119,9 +133,10 @@ int cv_ov_upper_dir(struct cv_run *r, const char *vdir) {
         snprintf(host + hl, sizeof host - hl, "/%s", c);
         int next = openat(cur, c, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (next < 0 && errno == ENOENT) {
-            /* Make it: a twin of the host directory, built in work and renamed in. */
+            /* Make it: a twin of the directory below (a layer's or the host's), built in work and
+             * renamed in. */
             struct stat st;
-            if (lstat(host, &st) < 0 || !S_ISDIR(st.st_mode)) {
+            if (lower_dir_stat(r, host, &st) < 0) {
                 close(cur);
                 return -ENOENT;
             }

@@ -1,5 +1,6 @@
 #include "vfs.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <stdatomic.h>
 #include <fcntl.h>
@@ -12,6 +13,7 @@
 #include "common/sysnr.h"
 #include "common/util.h"
 #include "overlay/layers.h"
+#include "overlay/lowers.h"
 
 /* One directory of the walk: its virtual path and where it lives. */
 struct wdir {
@@ -19,6 +21,7 @@ struct wdir {
     int up;  /* upper directory (O_PATH) or -1 */
     int low; /* host directory whose entries show here, or -1 */
     int opq; /* the upper directory is opaque: its lower entries are hidden */
+    uint64_t lmask; /* the read-only layers holding this directory where it shows (bit i: r->lower[i]) */
     unsigned char up_borrowed, low_borrowed; /* the root's fds belong to the run / the process */
 };
 
@@ -26,6 +29,7 @@ static void wdir_close(struct wdir *d) {
     if (d->up >= 0 && !d->up_borrowed) close(d->up);
     if (d->low >= 0 && !d->low_borrowed) close(d->low);
     d->up = d->low = -1;
+    d->lmask = 0;
     d->up_borrowed = d->low_borrowed = 0;
 }
 
@@ -59,10 +63,21 @@ int cv_vfs_hidden(const struct cv_run *r, const char *vpath) {
     return 0;
 }
 
+/* The root of the upper or read-only layer a real path lies in, or NULL for a host path. */
+static const char *store_root(const struct cv_run *r, const char *real) {
+    if (r->upper && is_under(real, r->upper)) return r->upper;
+    for (int i = 0; i < r->nlower; i++)
+        if (is_under(real, r->lower[i])) return r->lower[i];
+    return NULL;
+}
+
+int cv_vfs_in_store(const struct cv_run *r, const char *real) { return store_root(r, real) != NULL; }
+
 int cv_virtual_of_real(const struct cv_run *r, const char *real, char *out, size_t len) {
     if (real[0] != '/') return -ENOENT;
-    if (r->upper && is_under(real, r->upper)) {
-        const char *rest = real + strlen(r->upper);
+    const char *root = store_root(r, real);
+    if (root) {
+        const char *rest = real + strlen(root);
         return snprintf(out, len, "%s", *rest ? rest : "/") < (int)len ? 0 : -ENAMETOOLONG;
     }
     size_t l = strlen(real);
@@ -87,6 +102,7 @@ static int root_dir(const struct cv_run *r, struct wdir *d) {
     d->low = host_root();
     d->up_borrowed = d->low_borrowed = 1;
     d->opq = 0;
+    d->lmask = r->nlower ? (~0ull >> (64 - r->nlower)) : 0;
     return d->low < 0 ? -EIO : 0;
 }
 
@@ -101,10 +117,11 @@ static void join(char *out, const char *dir, const char *name) {
     out[dl + 1 + nl] = 0;
 }
 
-/* Look name up in d. 0 and *layer/st, or -ENOENT (also for a whiteout), or -errno. */
-static int lookup(const struct cv_run *r, const struct wdir *d, const char *name, int *layer, struct stat *st) {
+/* Look name up in d. 0 and *layer, *lidx, *st, or -ENOENT (also for a whiteout), or -errno. */
+static int lookup(struct cv_run *r, const struct wdir *d, const char *name, int *layer, int *lidx, struct stat *st) {
     if (cv_ov_reserved(name)) return -ENOENT;
-    int lower_shows = d->low >= 0 && !d->opq;
+    int lower_shows = !d->opq && (d->low >= 0 || d->lmask);
+    *lidx = 0;
     if (d->up >= 0) {
         if (fstatat(d->up, name, st, AT_SYMLINK_NOFOLLOW) == 0) {
             *layer = CV_UPPER;
@@ -114,29 +131,66 @@ static int lookup(const struct cv_run *r, const struct wdir *d, const char *name
         if (lower_shows && cv_ov_whited_out(d->up, name)) return -ENOENT;
     }
     if (!lower_shows) return -ENOENT;
-    if (fstatat(d->low, name, st, AT_SYMLINK_NOFOLLOW) < 0) return -errno;
     char vp[PATH_MAX];
     join(vp, d->vpath, name);
+    for (int i = 0; i < r->nlower; i++) {
+        if (!(d->lmask >> i & 1)) continue;
+        int f = cv_lower_find(r, i, d->vpath, name, NULL);
+        if (f == CV_LWHITEOUT) return -ENOENT;
+        if (f == CV_LMISS) continue;
+        int e = cv_lower_lstat(r, i, vp, st);
+        if (e < 0) return e;
+        *layer = CV_LOWER;
+        *lidx = i + 1;
+        return 0;
+    }
+    if (d->low < 0) return -ENOENT;
+    if (fstatat(d->low, name, st, AT_SYMLINK_NOFOLLOW) < 0) return -errno;
     if (cv_vfs_hidden(r, vp)) return -ENOENT;
     *layer = CV_LOWER;
     return 0;
 }
 
-/* Step from d into its child directory name (found in layer). */
-static int descend(struct wdir *d, const char *name, int layer) {
+/* The read-only layers from index `from` on whose directory name (a child of d) is a directory
+ * that shows; *stop when one of them hides everything below it (a file, a whiteout, an opaque
+ * directory), the host included. */
+static uint64_t layer_twins(struct cv_run *r, const struct wdir *d, const char *name, const char *vp, int from,
+                            int *stop) {
+    uint64_t mask = 0;
+    *stop = 0;
+    for (int i = from; i < r->nlower && !*stop; i++) {
+        if (!(d->lmask >> i & 1)) continue;
+        unsigned char t = 0;
+        int f = cv_lower_find(r, i, d->vpath, name, &t);
+        if (f == CV_LMISS) continue;
+        if (f == CV_LFOUND && t == DT_DIR) {
+            mask |= 1ull << i;
+            *stop = cv_lower_opaque(r, i, vp);
+        } else {
+            *stop = 1;
+        }
+    }
+    return mask;
+}
+
+/* Step from d into its child directory name (found in layer, lidx). */
+static int descend(struct cv_run *r, struct wdir *d, const char *name, int layer, int lidx) {
     char vp[PATH_MAX];
     if (strlen(d->vpath) + strlen(name) + 2 > PATH_MAX) return -ENAMETOOLONG;
     join(vp, d->vpath, name);
-    int up = -1, low = -1;
+    int up = -1, low = -1, stop = 0;
+    uint64_t mask = 0;
     if (layer == CV_UPPER) {
         up = open_dir_at(d->up, name);
         if (up < 0) return -errno;
-        if (d->low >= 0 && !d->opq) {
+    }
+    if (layer != CV_UPPER || !d->opq) {
+        int from = layer == CV_UPPER ? 0 : lidx > 0 ? lidx - 1 : r->nlower;
+        mask = layer_twins(r, d, name, vp, from, &stop);
+        if (!stop && d->low >= 0) {
             low = open_dir_at(d->low, name); /* -1: the name is a file (or missing) in the host */
+            if (low < 0 && layer == CV_LOWER && lidx == 0) return -errno;
         }
-    } else {
-        low = open_dir_at(d->low, name);
-        if (low < 0) return -errno;
     }
     int opq = is_opaque(up);
     wdir_close(d);
@@ -144,6 +198,7 @@ static int descend(struct wdir *d, const char *name, int layer) {
     d->up = up;
     d->low = low;
     d->opq = opq;
+    d->lmask = mask;
     return 0;
 }
 
@@ -152,6 +207,7 @@ static int descend(struct wdir *d, const char *name, int layer) {
  * path is on the way: one openat2 takes the walk to the last component's parent. On any doubt
  * (or failure) the walk goes on one component at a time, which gives the precise answer. */
 static void skip_host_dirs(const struct cv_run *r, struct wdir *d, char **pp) {
+    if (d->lmask) return;
     char *p = *pp;
     char *end = p + strlen(p);
     while (end > p && end[-1] == '/') end--;
@@ -189,17 +245,17 @@ static void skip_host_dirs(const struct cv_run *r, struct wdir *d, char **pp) {
 }
 
 /* The directory at a symlink-free virtual path, walked from the root. */
-static int dir_at(const struct cv_run *r, const char *vpath, struct wdir *d) {
+static int dir_at(struct cv_run *r, const char *vpath, struct wdir *d) {
     int e = root_dir(r, d);
     if (e < 0) return e;
     char buf[PATH_MAX];
     snprintf(buf, sizeof buf, "%s", vpath);
     for (char *save = NULL, *c = strtok_r(buf, "/", &save); c; c = strtok_r(NULL, "/", &save)) {
-        int layer;
+        int layer, lidx;
         struct stat st;
-        e = lookup(r, d, c, &layer, &st);
+        e = lookup(r, d, c, &layer, &lidx, &st);
         if (e == 0 && !S_ISDIR(st.st_mode)) e = -ENOTDIR;
-        if (e == 0) e = descend(d, c, layer);
+        if (e == 0) e = descend(r, d, c, layer, lidx);
         if (e < 0) {
             wdir_close(d);
             return e;
@@ -211,7 +267,7 @@ static int dir_at(const struct cv_run *r, const char *vpath, struct wdir *d) {
 /* Where a relative path starts: the guest's cwd or dirfd, as a directory of the walk. */
 static int start_dir(struct cv_notif *n, int dirfd, struct wdir *d, int *in_proc, int *touched) {
     char real[PATH_MAX], link[64];
-    const struct cv_run *r = n->run;
+    struct cv_run *r = n->run;
     if (dirfd == AT_FDCWD) {
         int held;
         if (cv_cwd_override(n, real, sizeof real, &held)) {
@@ -240,10 +296,12 @@ static int start_dir(struct cv_notif *n, int dirfd, struct wdir *d, int *in_proc
     char vpath[PATH_MAX];
     int e = cv_virtual_of_real(r, real, vpath, sizeof vpath);
     if (e < 0) return e;
-    if (r->upper && is_under(real, r->upper)) {
+    if (store_root(r, real)) {
         *touched = 1;
         return dir_at(r, vpath, d);
     }
+    /* Under read-only layers, a host directory may have twins in them: walk the view. */
+    if (r->nlower) return dir_at(r, vpath, d);
     /* A host directory: it shows as itself; its upper twin, if any, holds the changes. */
     d->low = open(link, O_PATH | O_DIRECTORY | O_CLOEXEC);
     if (d->low < 0) return errno == ENOTDIR ? -ENOTDIR : -ENOENT;
@@ -258,6 +316,36 @@ static int start_dir(struct cv_notif *n, int dirfd, struct wdir *d, int *in_proc
         d->up = open_dir_at(r->upper_fd, ".");
     }
     d->opq = is_opaque(d->up);
+    return 0;
+}
+
+/* The parent directory of v, vpath-wise. */
+static void parent_of(const struct cv_vnode *v, char *out) {
+    snprintf(out, PATH_MAX, "%s", v->vpath);
+    char *slash = strrchr(out, '/');
+    if (slash == out) out[1] = 0;
+    else if (slash) *slash = 0;
+}
+
+static int first_layer(uint64_t mask) { return mask ? __builtin_ctzll(mask) : -1; }
+
+/* psrc: where the final object lives (a read-only layer's parent is opened for it). */
+static int set_src(struct cv_vnode *v) {
+    if (!v->exists) return 0;
+    if (v->layer == CV_UPPER) v->psrc = v->pup;
+    else if (!v->lidx) v->psrc = v->plow;
+    else {
+        char parent[PATH_MAX];
+        parent_of(v, parent);
+        if (!*v->name) snprintf(parent, sizeof parent, "/");
+        v->psrc = cv_lower_open(v->run, v->lidx - 1, parent, O_PATH | O_DIRECTORY);
+        if (v->psrc < 0) {
+            int e = v->psrc;
+            cv_vnode_release(v);
+            return e;
+        }
+        v->psrc_own = 1;
+    }
     return 0;
 }
 
@@ -280,24 +368,75 @@ static int proc_handoff(struct cv_notif *n, int dirfd, const char *path, int fla
     return 0;
 }
 
+
 int cv_vnode_may_change(const struct cv_vnode *v) {
     int dir = v->plow >= 0 ? v->plow : v->pup;
+    cv_autoclose int own = -1;
+    if (dir < 0 && v->plmask && *v->name) {
+        /* A directory only the read-only layers hold: its topmost copy is the guest's own. */
+        char parent[PATH_MAX];
+        parent_of(v, parent);
+        dir = own = cv_lower_open(v->run, first_layer(v->plmask), parent, O_PATH | O_DIRECTORY);
+    }
     if (dir < 0) return -ENOENT;
     char self[64];
     snprintf(self, sizeof self, "/proc/self/fd/%d", dir);
     return access(self, W_OK | X_OK) < 0 && errno != EROFS ? -errno : 0;
 }
 
+int cv_vnode_lower(const struct cv_vnode *v, struct stat *st) {
+    if (!*v->name || v->popq || v->in_proc) return 0;
+    struct cv_run *r = v->run;
+    char parent[PATH_MAX];
+    parent_of(v, parent);
+    for (int i = 0; i < r->nlower; i++) {
+        if (!(v->plmask >> i & 1)) continue;
+        int f = cv_lower_find(r, i, parent, v->name, NULL);
+        if (f == CV_LWHITEOUT) return 0;
+        if (f == CV_LFOUND) return cv_lower_lstat(r, i, v->vpath, st) < 0 ? 0 : 1;
+    }
+    if (v->plow < 0 || fstatat(v->plow, v->name, st, AT_SYMLINK_NOFOLLOW) < 0) return 0;
+    return !cv_vfs_hidden(r, v->vpath);
+}
+
+int cv_vdir_stack(struct cv_run *r, const char *vdir, struct cv_vstack *s) {
+    s->n = r->nlower + 2;
+    for (int i = 0; i < s->n; i++) s->fd[i] = -1;
+    struct wdir d = {.up = -1, .low = -1};
+    int e = dir_at(r, vdir, &d);
+    if (e < 0) return e;
+    int flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC;
+    if (d.up >= 0) s->fd[0] = openat(d.up, ".", flags);
+    if (!d.opq) {
+        for (int i = 0; i < r->nlower; i++)
+            if (d.lmask >> i & 1) s->fd[1 + i] = cv_lower_open(r, i, vdir, flags);
+        if (d.low >= 0) s->fd[s->n - 1] = openat(d.low, ".", flags);
+    }
+    for (int i = 0; i < s->n; i++)
+        if (s->fd[i] < 0) s->fd[i] = -1;
+    wdir_close(&d);
+    return 0;
+}
+
+void cv_vstack_close(struct cv_vstack *s) {
+    for (int i = 0; i < s->n; i++)
+        if (s->fd[i] >= 0) close(s->fd[i]);
+    s->n = 0;
+}
+
 void cv_vnode_release(struct cv_vnode *v) {
+    if (v->psrc_own && v->psrc >= 0) close(v->psrc);
     if (v->pup >= 0) close(v->pup);
     if (v->plow >= 0) close(v->plow);
-    v->pup = v->plow = -1;
+    v->pup = v->plow = v->psrc = -1;
+    v->psrc_own = 0;
 }
 
 int cv_vresolve(struct cv_notif *n, int dirfd, const char *path, int flags, struct cv_vnode *v) {
-    const struct cv_run *r = n->run;
+    struct cv_run *r = n->run;
     memset(v, 0, sizeof *v);
-    v->pup = v->plow = -1;
+    v->run = r;
+    v->pup = v->plow = v->psrc = -1;
     if (!*path) return -ENOENT;
     if (path[0] == '/' && (!strcmp(path, "/proc") || !strncmp(path, "/proc/", 6)))
         return proc_handoff(n, dirfd, path, flags, v);
@@ -319,7 +458,7 @@ int cv_vresolve(struct cv_notif *n, int dirfd, const char *path, int flags, stru
             v->touched = 1;
             snprintf(v->vpath, sizeof v->vpath, "%s", d.vpath);
             v->name = v->vpath + strlen(v->vpath); /* "": the fd itself */
-            v->pup = held;
+            v->pup = v->psrc = held;
             return 0;
         }
         if (held >= 0) close(held);
@@ -343,11 +482,11 @@ int cv_vresolve(struct cv_notif *n, int dirfd, const char *path, int flags, stru
     size_t plen = strlen(path);
     v->trailing = plen > 0 && path[plen - 1] == '/';
     /* The final object, when the loop ends on a directory (path "/", "x/.", "x/.."). */
-    int layer = d.up >= 0 ? CV_UPPER : CV_LOWER;
+    int layer = d.up >= 0 ? CV_UPPER : CV_LOWER, lidx = 0;
     struct stat st;
     for (;;) {
         while (*p == '/') p++;
-        if (d.up < 0 && d.low >= 0 && !d.opq && *p) skip_host_dirs(r, &d, &p);
+        if (d.up < 0 && !d.lmask && d.low >= 0 && !d.opq && *p) skip_host_dirs(r, &d, &p);
         int trailing, last;
         char *comp = cv_next_component(&p, &trailing, &last);
         if (!comp) break;
@@ -378,7 +517,7 @@ int cv_vresolve(struct cv_notif *n, int dirfd, const char *path, int flags, stru
             if (last) goto final_dir;
             continue;
         }
-        e = lookup(r, &d, comp, &layer, &st);
+        e = lookup(r, &d, comp, &layer, &lidx, &st);
         char vp[PATH_MAX];
         if (strlen(d.vpath) + strlen(comp) + 2 > PATH_MAX) {
             e = -ENAMETOOLONG;
@@ -386,7 +525,9 @@ int cv_vresolve(struct cv_notif *n, int dirfd, const char *path, int flags, stru
         }
         join(vp, d.vpath, comp);
         /* The kernel would answer differently: a whiteout or an upper-only object on the way. */
-        if ((e == -ENOENT && d.up >= 0) || (e == 0 && layer == CV_UPPER && !S_ISDIR(st.st_mode))) v->touched = 1;
+        if ((e == -ENOENT && (d.up >= 0 || d.lmask)) || (e == 0 && layer == CV_UPPER && !S_ISDIR(st.st_mode)) ||
+            (e == 0 && lidx > 0))
+            v->touched = 1;
         if (e == 0 && layer == CV_LOWER && (!strcmp(vp, "/proc") || !strncmp(vp, "/proc/", 6))) {
             char abs[PATH_MAX * 2];
             snprintf(abs, sizeof abs, "%s%s%s", vp, *q ? "/" : "", q);
@@ -406,7 +547,13 @@ int cv_vresolve(struct cv_notif *n, int dirfd, const char *path, int flags, stru
                 e = -ELOOP;
                 goto fail;
             }
-            ssize_t tl = cv_readlinkat(layer == CV_UPPER ? d.up : d.low, comp, target, sizeof target);
+            ssize_t tl;
+            if (lidx > 0) {
+                cv_autoclose int pd = cv_lower_open(r, lidx - 1, d.vpath, O_PATH | O_DIRECTORY);
+                tl = pd < 0 ? pd : cv_readlinkat(pd, comp, target, sizeof target);
+            } else {
+                tl = cv_readlinkat(layer == CV_UPPER ? d.up : d.low, comp, target, sizeof target);
+            }
             if (tl < 0) {
                 e = (int)tl;
                 goto fail;
@@ -441,14 +588,17 @@ int cv_vresolve(struct cv_notif *n, int dirfd, const char *path, int flags, stru
             }
             v->exists = 1;
             v->layer = layer;
+            v->lidx = lidx;
             v->st = st;
             snprintf(v->vpath, sizeof v->vpath, "%s", vp);
             if (S_ISDIR(st.st_mode)) {
-                /* A directory: whether it merges with a host twin, whether it is opaque. */
+                /* A directory: whether it merges with lower twins, whether it is opaque. */
                 if (layer == CV_UPPER) {
                     cv_autoclose int up = open_dir_at(d.up, comp);
                     v->opaque = is_opaque(up);
-                    if (d.low >= 0 && !d.opq) {
+                    int stop = 0;
+                    if (!d.opq) v->lower_dir = layer_twins(r, &d, comp, vp, 0, &stop) != 0;
+                    if (!d.opq && !stop && !v->lower_dir && d.low >= 0) {
                         struct stat ls;
                         v->lower_dir = fstatat(d.low, comp, &ls, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(ls.st_mode);
                     }
@@ -463,7 +613,7 @@ int cv_vresolve(struct cv_notif *n, int dirfd, const char *path, int flags, stru
             e = -ENOTDIR;
             goto fail;
         }
-        e = descend(&d, comp, layer);
+        e = descend(r, &d, comp, layer, lidx);
         if (e < 0) goto fail;
         if (d.low < 0) v->touched = 1;
         if (last) goto final_dir;
@@ -472,22 +622,23 @@ final_dir:
     /* The path named the directory d itself ("/", "a/.", "a/..", "a/"). */
     v->exists = 1;
     snprintf(v->vpath, sizeof v->vpath, "%s", d.vpath);
-    if (fstat(d.up >= 0 ? d.up : d.low, &v->st) < 0) {
-        e = -errno;
-        goto fail;
-    }
     v->layer = d.up >= 0 ? CV_UPPER : CV_LOWER;
-    v->lower_dir = d.low >= 0;
+    v->lidx = d.up < 0 && d.lmask ? first_layer(d.lmask) + 1 : 0;
+    e = v->lidx ? cv_lower_lstat(r, v->lidx - 1, d.vpath, &v->st) : fstat(d.up >= 0 ? d.up : d.low, &v->st) < 0 ? -errno : 0;
+    if (e < 0) goto fail;
+    v->lower_dir = d.up >= 0 ? d.lmask != 0 || d.low >= 0 : 1;
     v->opaque = d.opq;
-    v->touched |= d.low < 0;
+    v->touched |= d.low < 0 || v->lidx > 0;
     if (!strcmp(d.vpath, "/")) {
         /* "/" has no parent: it is its own, as the kernel answers. */
         v->name = v->vpath + 1;
         v->pup = d.up >= 0 ? fcntl(d.up, F_DUPFD_CLOEXEC, 3) : -1;
         v->plow = d.low >= 0 ? fcntl(d.low, F_DUPFD_CLOEXEC, 3) : -1;
         v->popq = d.opq;
+        v->plmask = d.lmask;
         wdir_close(&d);
-        return 0;
+        e = set_src(v);
+        return e;
     }
     {
         /* Re-walk to the parent so handlers get the parent's fds too. */
@@ -506,7 +657,8 @@ parent_out:
     v->plow = d.low >= 0 && !d.opq ? hand_over(d.low, d.low_borrowed) : -1;
     if (v->plow < 0 && d.low >= 0 && !d.low_borrowed) close(d.low);
     v->popq = d.opq;
-    return 0;
+    v->plmask = d.opq ? 0 : d.lmask;
+    return set_src(v);
 fail:
     wdir_close(&d);
     return e;

@@ -9,6 +9,7 @@
 #define CV_VFS_H
 
 #include <limits.h>
+#include <stdint.h>
 #include <sys/stat.h>
 
 #include "handlers/handlers.h"
@@ -17,8 +18,10 @@
 enum cv_layer { CV_LOWER = 1, CV_UPPER = 2 };
 
 struct cv_vnode {
+    struct cv_run *run;
     int exists;          /* the final object exists (else only its parent, see CV_RES_PARENT) */
     int layer;           /* CV_UPPER or CV_LOWER: where the final object lives */
+    int lidx;            /* CV_LOWER: 0 the host, i > 0 the run's i-th read-only layer (top first) */
     int lower_dir;       /* the final is a directory whose lower entries show through */
     int opaque;          /* the final is an opaque upper directory */
     int touched;         /* the answer involved the upper layer or a whiteout: no CONTINUE */
@@ -28,6 +31,10 @@ struct cv_vnode {
     const char *name;    /* its last component (inside vpath; "" for "/") */
     int pup;             /* the parent directory in the upper (O_PATH), or -1 */
     int plow;            /* the parent directory in the host, when its entries show, or -1 */
+    int psrc;            /* the parent directory in the layer holding the final: pup, plow, or a
+                          * read-only layer's (then owned by the node); -1 when it does not exist */
+    int psrc_own;
+    uint64_t plmask;     /* the read-only layers whose parent directory shows (bit i: layer i+1) */
     int popq;            /* the parent's upper is opaque */
     int in_proc;         /* under /proc: `proc` holds the host resolver's answer */
     struct cv_resolved proc;
@@ -45,9 +52,32 @@ int cv_vnode_open(const struct cv_vnode *v, int flags);
  * directory's when it has one (the supervisor has the guest's uid), as overlayfs does. 0 or -errno. */
 int cv_vnode_may_change(const struct cv_vnode *v);
 
-/* The virtual path of a real path seen in /proc (a cwd, an fd): the upper root stripped, host paths
- * as they are. 0, or -ENOENT for the storage of another sandbox or a hidden path. */
+/* The object under v's name below the upper (in the read-only layers, then the host), the one
+ * the upper's own entry or whiteout covers. 1 with *st, 0 when there is none (also when a layer
+ * deletes it or the parent directory is opaque), or -errno. */
+int cv_vnode_lower(const struct cv_vnode *v, struct stat *st);
+
+/* The object lives in cvisor's storage (the upper or a read-only layer), where the guest's own
+ * calls cannot reach it: the supervisor opens it, never the kernel for the guest. */
+static inline int cv_vnode_stored(const struct cv_vnode *v) { return v->layer == CV_UPPER || v->lidx > 0; }
+
+/* One directory of the merged view, layer by layer, opened O_RDONLY|O_DIRECTORY: fd[0] the upper,
+ * fd[1..n-2] the read-only layers (top first), fd[n-1] the host; -1 where the directory is not, or
+ * does not show (under an opaque directory, a whiteout, a file of a layer above). */
+struct cv_vstack {
+    int n;
+    int fd[CV_MAX_LOWERS + 2];
+};
+/* The layers of the directory at a symlink-free virtual path. 0 or -errno (ENOENT, ENOTDIR). */
+int cv_vdir_stack(struct cv_run *r, const char *vdir, struct cv_vstack *s);
+void cv_vstack_close(struct cv_vstack *s);
+
+/* The virtual path of a real path seen in /proc (a cwd, an fd): the upper's or a layer's root
+ * stripped, host paths as they are. 0, or -ENOENT for the storage of another sandbox or a hidden path. */
 int cv_virtual_of_real(const struct cv_run *r, const char *real, char *out, size_t len);
+
+/* A real path lies in the upper or a read-only layer. */
+int cv_vfs_in_store(const struct cv_run *r, const char *real);
 
 /* The path is hidden from the guest (the hide list: credentials, the sandbox storage). */
 int cv_vfs_hidden(const struct cv_run *r, const char *vpath);

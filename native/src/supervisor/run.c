@@ -16,6 +16,7 @@
 
 #include "common/util.h"
 #include "filter/table.h"
+#include "overlay/lowers.h"
 
 static char *xstrdup(const char *s) { return s ? strdup(s) : NULL; }
 
@@ -164,6 +165,7 @@ CV_API int cv_run_add_lower(cv_run *r, const char *layer_dir) {
     if (!layer_dir || r->nlower >= CV_MAX_LOWERS) return CV_ERR_INVALID;
     char real[PATH_MAX];
     if (!realpath(layer_dir, real) || !strcmp(real, "/")) return CV_ERR_INVALID;
+    if (cv_lower_cache_new(r) < 0) return CV_ERR_NOMEM;
     int fd = open(real, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0) return CV_ERR_INVALID;
     char *copy = xstrdup(real);
@@ -346,6 +348,7 @@ static void run_destroy(struct cv_run *r) {
         free(r->lower[i]);
         close(r->lower_fd[i]);
     }
+    cv_lower_cache_free(r);
     for (size_t i = 0; i < r->ncwd; i++) {
         free(r->cwds[i].vpath);
         if (r->cwds[i].fd >= 0) close(r->cwds[i].fd);

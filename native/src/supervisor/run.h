@@ -68,6 +68,7 @@ struct cv_run {
     char *lower[CV_MAX_LOWERS]; /* realpaths of the read-only layers, top first */
     int lower_fd[CV_MAX_LOWERS];/* their O_DIRECTORY fds */
     int nlower;
+    struct cv_lcache *lcache;   /* their directory listings (overlay/lowers.c) */
     int stdio[3];
     dev_t stdio_rdev[3]; /* terminal devices among the stdio fds (0: none) */
     int network;
