@@ -525,8 +525,7 @@ int cv_vresolve(struct cv_notif *n, int dirfd, const char *path, int flags, stru
         }
         join(vp, d.vpath, comp);
         /* The kernel would answer differently: a whiteout or an upper-only object on the way. */
-        if ((e == -ENOENT && (d.up >= 0 || d.lmask)) || (e == 0 && layer == CV_UPPER && !S_ISDIR(st.st_mode)) ||
-            (e == 0 && lidx > 0))
+        if ((e == -ENOENT && (d.up >= 0 || d.lmask)) || (e == 0 && (layer == CV_UPPER || lidx > 0) && !S_ISDIR(st.st_mode)))
             v->touched = 1;
         if (e == 0 && layer == CV_LOWER && (!strcmp(vp, "/proc") || !strncmp(vp, "/proc/", 6))) {
             char abs[PATH_MAX * 2];
@@ -589,6 +588,7 @@ int cv_vresolve(struct cv_notif *n, int dirfd, const char *path, int flags, stru
             v->exists = 1;
             v->layer = layer;
             v->lidx = lidx;
+            v->touched |= lidx > 0; /* a layer's copy: the kernel would answer with the host's */
             v->st = st;
             snprintf(v->vpath, sizeof v->vpath, "%s", vp);
             if (S_ISDIR(st.st_mode)) {
