@@ -16,7 +16,8 @@ import type { RunPlan } from "./plan.js";
 
 /** Runs the plan; resolves to the exit code of cvisor. */
 export async function runCommand(plan: RunPlan): Promise<number> {
-  if (plan.workdir !== undefined) checkWorkdir(plan.workdir);
+  // A named sandbox may hold directories the host lacks: the core enters it in the sandbox's view.
+  if (plan.workdir !== undefined && plan.sandbox === undefined) checkWorkdir(plan.workdir);
   const layer = openLayer(plan.sandbox);
   let run: native.NativeRun | undefined;
   try {

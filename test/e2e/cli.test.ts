@@ -176,6 +176,35 @@ gtest("-C / --workdir sets the guest's working directory", async (fx) => {
   assert.equal(dflt.out, HELLO_TEXT, `default cwd is cvisor's own\n${show(dflt)}`);
 });
 
+gtest("-C into a directory only the named sandbox has (made by an earlier run)", async (fx) => {
+  const home = { CVISOR_HOME: join(fx.scratch, "cvisor-home") };
+  const made = await cvisor(
+    ["--sandbox", "wd"],
+    ["sh", "-c", "mkdir -p new/deeper && echo hi > new/deeper/f"],
+    { cwd: fx.root, extraEnv: home },
+  );
+  assert.equal(made.code, 0, show(made));
+  const r = await cvisor(
+    ["--sandbox", "wd", "-C", fx.p("new", "deeper")],
+    ["sh", "-c", "pwd; cat f; ls .."],
+    {
+      extraEnv: home,
+    },
+  );
+  assert.equal(r.code, 0, show(r));
+  assert.equal(r.out, `${fx.p("new", "deeper")}\nhi\ndeeper\n`, show(r));
+
+  const missing = await cvisor(["--sandbox", "wd", "-C", fx.p("nothere")], ["true"], {
+    extraEnv: home,
+  });
+  assert.equal(missing.code, 125, show(missing));
+  assertOneLineError(missing, fx.p("nothere"));
+  // Without --sandbox the run starts from the host alone: the host decides, before anything runs.
+  const ephemeral = await cvisor(["-C", fx.p("new")], ["true"], { extraEnv: home });
+  assert.equal(ephemeral.code, 125, show(ephemeral));
+  assertOneLineError(ephemeral, "no such directory");
+});
+
 interface JsonReport {
   exitCode: number;
   signal: string | null;

@@ -142,9 +142,13 @@ static int init_main(int argc, char **argv) {
     }
     syscall(SYS_close_range, CV_HELPER_GO_FD + (ruleset >= 0 ? 2 : 1), ~0u, 0);
 
-    if (cwd && chdir(cwd) < 0) setup_failed(CV_ERR_CWD, errno, cwd);
-    char file_buf[4096];
-    const char *file = resolve_cmd(guest_argv[0], file_buf, sizeof file_buf);
+    /* A directory the host does not have may exist in the sandbox (made there, copied in, from a
+     * snapshot): entered again once the supervisor answers for the filesystem. */
+    const char *late_cwd = NULL;
+    if (cwd && chdir(cwd) < 0) {
+        if (errno != ENOENT && errno != ENOTDIR) setup_failed(CV_ERR_CWD, errno, cwd);
+        late_cwd = cwd;
+    }
     if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0) setup_failed(CV_ERR_SPAWN, errno, "PR_SET_CHILD_SUBREAPER");
     set_job_signals(SIG_IGN); /* init survives ^C and job control; the guest does not inherit this */
 
@@ -175,6 +179,9 @@ static int init_main(int argc, char **argv) {
     if (cv_read_full(CV_HELPER_GO_FD, &go, 1) != 1) _exit(125);
     close(listener);
     close(CV_HELPER_GO_FD);
+    if (late_cwd && chdir(late_cwd) < 0) setup_failed(CV_ERR_CWD, errno, late_cwd);
+    char file_buf[4096];
+    const char *file = resolve_cmd(guest_argv[0], file_buf, sizeof file_buf);
 
     pid_t main_pid = fork();
     if (main_pid < 0) setup_failed(CV_ERR_SPAWN, errno, "fork");
