@@ -18,22 +18,20 @@
 #define MAX_DIRS 16384
 #define MAX_NAMES (2u << 20)
 
+/* One name of a directory, over every layer that has the directory. */
 struct lname {
     uint32_t off; /* in the directory's arena */
-    uint16_t len;
-    unsigned char type;
-    unsigned char wh; /* a whiteout: the layer deletes this name */
+    uint64_t has, wh, dir; /* bit i: layer i has an entry / a whiteout / a directory by this name */
 };
 
-/* One directory of one layer, listed. */
+/* One directory (a virtual path), listed in every layer that has it. */
 struct ldir {
     struct ldir *next;
     uint64_t hash;
-    int layer;
-    int opaque;
+    uint64_t opaque; /* bit i: layer i's directory holds the opaque marker */
     char *vdir;
     size_t n;
-    struct lname *names; /* sorted by name, entries before whiteouts */
+    struct lname *names; /* sorted by name, one record per name */
     char *arena;
 };
 
@@ -43,8 +41,8 @@ struct cv_lcache {
     size_t nbuckets, ndirs, nnames;
 };
 
-static uint64_t hash_of(int layer, const char *vdir) {
-    uint64_t h = 1469598103934665603ull ^ (uint64_t)(unsigned)layer;
+static uint64_t hash_of(const char *vdir) {
+    uint64_t h = 1469598103934665603ull;
     for (const unsigned char *p = (const unsigned char *)vdir; *p; p++) h = (h ^ *p) * 1099511628211ull;
     return h;
 }
@@ -83,86 +81,128 @@ int cv_lower_lstat(const struct cv_run *r, int i, const char *vpath, struct stat
 
 static const char *name_of(const struct ldir *d, const struct lname *e) { return d->arena + e->off; }
 
-static int by_name(const void *a, const void *b, void *arg) {
-    const struct lname *x = a, *y = b;
-    const struct ldir *d = arg;
-    int c = strcmp(d->arena + x->off, d->arena + y->off);
-    return c ? c : (int)x->wh - (int)y->wh;
+/* While listing: one (name, layer) record. */
+struct raw {
+    uint32_t off;
+    unsigned char layer, wh, dir;
+};
+
+static int raw_cmp(const void *a, const void *b, void *arena) {
+    const struct raw *x = a, *y = b;
+    int c = strcmp((const char *)arena + x->off, (const char *)arena + y->off);
+    return c ? c : (int)x->layer - (int)y->layer;
 }
 
-/* List layer i's directory vdir; NULL on failure (errno set). */
-static struct ldir *read_dir(struct cv_run *r, int i, const char *vdir) {
-    struct ldir *d = calloc(1, sizeof *d);
-    if (!d || !(d->vdir = strdup(vdir))) {
-        free(d);
-        return NULL;
+struct lister {
+    struct raw *raw;
+    size_t n, cap;
+    char *arena;
+    size_t used, acap;
+};
+
+static int add(struct lister *L, const char *nm, int layer, int wh, int dir) {
+    size_t len = strlen(nm);
+    if (L->n == L->cap) {
+        size_t cap = L->cap ? L->cap * 2 : 64;
+        struct raw *p = realloc(L->raw, cap * sizeof *p);
+        if (!p) return -1;
+        L->raw = p;
+        L->cap = cap;
     }
-    d->layer = i;
+    if (L->used + len + 1 > L->acap) {
+        size_t cap = L->acap ? L->acap * 2 : 2048;
+        while (L->used + len + 1 > cap) cap *= 2;
+        if (cap > UINT32_MAX) return -1;
+        char *p = realloc(L->arena, cap);
+        if (!p) return -1;
+        L->arena = p;
+        L->acap = cap;
+    }
+    memcpy(L->arena + L->used, nm, len + 1);
+    L->raw[L->n++] = (struct raw){.off = (uint32_t)L->used, .layer = (unsigned char)layer, .wh = (unsigned char)wh,
+                                  .dir = (unsigned char)dir};
+    L->used += len + 1;
+    return 0;
+}
+
+/* Layer i's entries of vdir into L; 0, or -1 when out of memory (a layer without the directory
+ * adds nothing). */
+static int list_layer(struct cv_run *r, int i, const char *vdir, struct lister *L, uint64_t *opaque) {
     int fd = cv_lower_open(r, i, vdir, O_RDONLY | O_DIRECTORY);
-    if (fd < 0) return d; /* not a directory there (cannot happen for a walked one): empty */
+    if (fd < 0) return 0;
     DIR *dir = fdopendir(fd);
     if (!dir) {
         close(fd);
-        ldir_free(d);
-        return NULL;
+        return -1;
     }
-    size_t cap = 0, acap = 0, aused = 0;
     struct dirent *de;
-    while ((de = readdir(dir))) {
+    int rc = 0;
+    while (!rc && (de = readdir(dir))) {
         const char *nm = de->d_name;
         if (!strcmp(nm, ".") || !strcmp(nm, "..")) continue;
-        unsigned char type = de->d_type, wh = 0;
+        unsigned char type = de->d_type;
         if (type == DT_UNKNOWN) {
             struct stat st;
             if (fstatat(dirfd(dir), nm, &st, AT_SYMLINK_NOFOLLOW) < 0) continue;
             type = (unsigned char)IFTODT(st.st_mode);
         }
-        if (cv_ov_reserved(nm)) {
-            if (type != DT_REG) continue;
-            if (!strcmp(nm, CV_OPAQUE_NAME)) {
-                d->opaque = 1;
-                continue;
-            }
-            nm += strlen(CV_WH_PREFIX);
-            if (!*nm || !strcmp(nm, ".") || !strcmp(nm, "..")) continue;
-            wh = 1;
+        if (!cv_ov_reserved(nm)) {
+            rc = add(L, nm, i, 0, type == DT_DIR);
+            continue;
         }
-        size_t len = strlen(nm);
-        if (d->n == cap) {
-            cap = cap ? cap * 2 : 32;
-            struct lname *p = realloc(d->names, cap * sizeof *p);
-            if (!p) goto oom;
-            d->names = p;
+        if (type != DT_REG) continue;
+        if (!strcmp(nm, CV_OPAQUE_NAME)) {
+            *opaque |= 1ull << i;
+            continue;
         }
-        if (aused + len + 1 > acap) {
-            acap = acap ? acap * 2 : 1024;
-            while (aused + len + 1 > acap) acap *= 2;
-            char *p = realloc(d->arena, acap);
-            if (!p) goto oom;
-            d->arena = p;
-        }
-        memcpy(d->arena + aused, nm, len + 1);
-        d->names[d->n++] = (struct lname){.off = (uint32_t)aused, .len = (uint16_t)len, .type = type, .wh = wh};
-        aused += len + 1;
+        nm += strlen(CV_WH_PREFIX);
+        if (*nm && strcmp(nm, ".") && strcmp(nm, "..")) rc = add(L, nm, i, 1, 0);
     }
     closedir(dir);
-    if (d->n) qsort_r(d->names, d->n, sizeof *d->names, by_name, d);
+    return rc;
+}
+
+/* List vdir in every layer and merge the names; NULL when out of memory. */
+static struct ldir *read_dir(struct cv_run *r, const char *vdir) {
+    struct ldir *d = calloc(1, sizeof *d);
+    struct lister L = {0};
+    if (!d || !(d->vdir = strdup(vdir))) goto oom;
+    for (int i = 0; i < r->nlower; i++)
+        if (list_layer(r, i, vdir, &L, &d->opaque) < 0) goto oom;
+    if (L.n) qsort_r(L.raw, L.n, sizeof *L.raw, raw_cmp, L.arena);
+    d->names = calloc(L.n ? L.n : 1, sizeof *d->names);
+    if (!d->names) goto oom;
+    for (size_t k = 0; k < L.n; k++) {
+        const struct raw *x = &L.raw[k];
+        struct lname *e = d->n ? &d->names[d->n - 1] : NULL;
+        if (!e || strcmp(L.arena + e->off, L.arena + x->off)) {
+            e = &d->names[d->n++];
+            e->off = x->off;
+        }
+        uint64_t bit = 1ull << x->layer;
+        if (x->wh) e->wh |= bit;
+        else e->has |= bit;
+        if (x->dir) e->dir |= bit;
+    }
+    d->arena = L.arena;
+    free(L.raw);
     return d;
 oom:
-    closedir(dir);
-    ldir_free(d);
+    free(L.raw);
+    free(L.arena);
+    if (d) ldir_free(d);
     errno = ENOMEM;
     return NULL;
 }
 
-/* The listing of layer i's vdir, read on first use. Called with the lock held. */
-static const struct ldir *get(struct cv_run *r, int i, const char *vdir) {
+/* The listing of vdir, read on first use. Called with the lock held. */
+static const struct ldir *get(struct cv_run *r, const char *vdir) {
     struct cv_lcache *c = r->lcache;
-    uint64_t h = hash_of(i, vdir);
+    uint64_t h = hash_of(vdir);
     size_t b = (size_t)(h % c->nbuckets);
     for (struct ldir *d = c->buckets[b]; d; d = d->next)
-        if (d->hash == h && d->layer == i && !strcmp(d->vdir, vdir)) return d;
-    struct ldir *d = read_dir(r, i, vdir);
+        if (d->hash == h && !strcmp(d->vdir, vdir)) return d;
+    struct ldir *d = read_dir(r, vdir);
     if (!d) return NULL;
     if (c->ndirs >= MAX_DIRS || c->nnames + d->n > MAX_NAMES) clear(c);
     d->hash = h;
@@ -179,34 +219,36 @@ static int ensure_cache(struct cv_run *r) {
     return -ENOMEM;
 }
 
-int cv_lower_find(struct cv_run *r, int i, const char *vdir, const char *name, unsigned char *dtype) {
-    if (ensure_cache(r) < 0) return CV_LMISS;
+void cv_lower_names(struct cv_run *r, const char *vdir, const char *name, struct cv_lnames *out) {
+    memset(out, 0, sizeof *out);
+    if (ensure_cache(r) < 0) return;
     struct cv_lcache *c = r->lcache;
-    int out = CV_LMISS;
     pthread_mutex_lock(&c->lock);
-    const struct ldir *d = get(r, i, vdir);
+    const struct ldir *d = get(r, vdir);
     if (d) {
         size_t lo = 0, hi = d->n;
-        while (lo < hi) { /* the first record named name: the entry if there is one */
+        while (lo < hi) {
             size_t mid = (lo + hi) / 2;
-            if (strcmp(name_of(d, &d->names[mid]), name) < 0) lo = mid + 1;
+            int cmp = strcmp(name_of(d, &d->names[mid]), name);
+            if (cmp == 0) {
+                out->has = d->names[mid].has;
+                out->wh = d->names[mid].wh;
+                out->dir = d->names[mid].dir;
+                break;
+            }
+            if (cmp < 0) lo = mid + 1;
             else hi = mid;
-        }
-        if (lo < d->n && !strcmp(name_of(d, &d->names[lo]), name)) {
-            out = d->names[lo].wh ? CV_LWHITEOUT : CV_LFOUND;
-            if (dtype) *dtype = d->names[lo].type;
         }
     }
     pthread_mutex_unlock(&c->lock);
-    return out;
 }
 
-int cv_lower_opaque(struct cv_run *r, int i, const char *vdir) {
+uint64_t cv_lower_opaque(struct cv_run *r, const char *vdir) {
     if (ensure_cache(r) < 0) return 0;
     struct cv_lcache *c = r->lcache;
     pthread_mutex_lock(&c->lock);
-    const struct ldir *d = get(r, i, vdir);
-    int opq = d && d->opaque;
+    const struct ldir *d = get(r, vdir);
+    uint64_t opq = d ? d->opaque : 0;
     pthread_mutex_unlock(&c->lock);
     return opq;
 }

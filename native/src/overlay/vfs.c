@@ -133,16 +133,19 @@ static int lookup(struct cv_run *r, const struct wdir *d, const char *name, int 
     if (!lower_shows) return -ENOENT;
     char vp[PATH_MAX];
     join(vp, d->vpath, name);
-    for (int i = 0; i < r->nlower; i++) {
-        if (!(d->lmask >> i & 1)) continue;
-        int f = cv_lower_find(r, i, d->vpath, name, NULL);
-        if (f == CV_LWHITEOUT) return -ENOENT;
-        if (f == CV_LMISS) continue;
-        int e = cv_lower_lstat(r, i, vp, st);
-        if (e < 0) return e;
-        *layer = CV_LOWER;
-        *lidx = i + 1;
-        return 0;
+    if (d->lmask) {
+        struct cv_lnames ln;
+        cv_lower_names(r, d->vpath, name, &ln);
+        uint64_t m = (ln.has | ln.wh) & d->lmask;
+        if (m) {
+            int i = __builtin_ctzll(m);
+            if (!(ln.has >> i & 1)) return -ENOENT; /* that layer deletes it */
+            int e = cv_lower_lstat(r, i, vp, st);
+            if (e < 0) return e;
+            *layer = CV_LOWER;
+            *lidx = i + 1;
+            return 0;
+        }
     }
     if (d->low < 0) return -ENOENT;
     if (fstatat(d->low, name, st, AT_SYMLINK_NOFOLLOW) < 0) return -errno;
@@ -158,17 +161,26 @@ static uint64_t layer_twins(struct cv_run *r, const struct wdir *d, const char *
                             int *stop) {
     uint64_t mask = 0;
     *stop = 0;
-    for (int i = from; i < r->nlower && !*stop; i++) {
-        if (!(d->lmask >> i & 1)) continue;
-        unsigned char t = 0;
-        int f = cv_lower_find(r, i, d->vpath, name, &t);
-        if (f == CV_LMISS) continue;
-        if (f == CV_LFOUND && t == DT_DIR) {
-            mask |= 1ull << i;
-            *stop = cv_lower_opaque(r, i, vp);
-        } else {
+    uint64_t below = from >= 64 ? 0 : d->lmask & (~0ull << from);
+    if (!below) return 0;
+    struct cv_lnames ln;
+    cv_lower_names(r, d->vpath, name, &ln);
+    uint64_t m = (ln.has | ln.wh) & below, opaque = 0;
+    int opaque_read = 0;
+    while (m && !*stop) {
+        int i = __builtin_ctzll(m);
+        uint64_t bit = 1ull << i;
+        m &= m - 1;
+        if (!(ln.has & ln.dir & bit)) { /* a file or a whiteout hides what is below */
             *stop = 1;
+            break;
         }
+        mask |= bit;
+        if (!opaque_read) {
+            opaque = cv_lower_opaque(r, vp);
+            opaque_read = 1;
+        }
+        *stop = (opaque & bit) != 0;
     }
     return mask;
 }
@@ -389,11 +401,14 @@ int cv_vnode_lower(const struct cv_vnode *v, struct stat *st) {
     struct cv_run *r = v->run;
     char parent[PATH_MAX];
     parent_of(v, parent);
-    for (int i = 0; i < r->nlower; i++) {
-        if (!(v->plmask >> i & 1)) continue;
-        int f = cv_lower_find(r, i, parent, v->name, NULL);
-        if (f == CV_LWHITEOUT) return 0;
-        if (f == CV_LFOUND) return cv_lower_lstat(r, i, v->vpath, st) < 0 ? 0 : 1;
+    if (v->plmask) {
+        struct cv_lnames ln;
+        cv_lower_names(r, parent, v->name, &ln);
+        uint64_t m = (ln.has | ln.wh) & v->plmask;
+        if (m) {
+            int i = __builtin_ctzll(m);
+            return ln.has >> i & 1 && cv_lower_lstat(r, i, v->vpath, st) == 0;
+        }
     }
     if (v->plow < 0 || fstatat(v->plow, v->name, st, AT_SYMLINK_NOFOLLOW) < 0) return 0;
     return !cv_vfs_hidden(r, v->vpath);
