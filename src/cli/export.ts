@@ -123,7 +123,10 @@ export async function writeLayer(
 
 function entry(tar: ReturnType<typeof tarPack>, header: EntryHeader): Promise<void> {
   return new Promise((resolve, reject) => {
-    tar.entry(header, (err) => (err ? reject(err) : resolve()));
+    // A file entry without data still needs its (empty) body, or it never finishes.
+    const cb = (err?: Error | null): void => (err ? reject(err) : resolve());
+    if (header.type === "file") tar.entry(header, "", cb);
+    else tar.entry(header, cb);
   });
 }
 
