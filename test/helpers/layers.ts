@@ -34,8 +34,15 @@ export function build(root: string, spec: Spec): void {
   }
 }
 
+export interface DumpOptions {
+  /** Add each object's mode and mtime. */
+  modes?: boolean;
+  /** Only below this directory of the view (a symlink-free path), not from the root. */
+  under?: string;
+}
+
 /** The view's whole tree: "/a/b" -> "file:CONTENT" | "link:TARGET" | "dir" | "other", sorted. */
-export function dumpView(view: MergedView, opts: { modes?: boolean } = {}): Record<string, string> {
+export function dumpView(view: MergedView, opts: DumpOptions = {}): Record<string, string> {
   const out: Record<string, string> = {};
   const walk = (dir: ViewDir): void => {
     for (const name of view.list(dir).names) {
@@ -62,7 +69,8 @@ export function dumpView(view: MergedView, opts: { modes?: boolean } = {}): Reco
       }
     }
   };
-  walk(view.root);
+  const top = opts.under === undefined ? undefined : view.resolve(`${opts.under}/.`, true).entry;
+  walk(top?.open ?? view.root);
   return Object.fromEntries(Object.entries(out).sort(([a], [b]) => (a < b ? -1 : 1)));
 }
 
@@ -71,7 +79,7 @@ export function dumpLayers(
   upper: string,
   lowers: readonly string[],
   host: string,
-  opts: { modes?: boolean } = {},
+  opts: DumpOptions = {},
 ): Record<string, string> {
   const view = new MergedView(upper, { host, lowers });
   try {
