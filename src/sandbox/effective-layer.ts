@@ -14,6 +14,7 @@ import {
   chmodSync,
   closeSync,
   constants,
+  fstatSync,
   lstatSync,
   openSync,
   readdirSync,
@@ -209,7 +210,7 @@ export function* walkEffective(
     }
     const top = dirs[0];
     if (top === undefined) return;
-    const st = lstatSync(`/proc/self/fd/${top.fd}`);
+    const st = fstatSync(top.fd);
     const root: EffectiveEntry = {
       kind: "object",
       rel: "",

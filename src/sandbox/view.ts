@@ -45,7 +45,7 @@ export interface ViewDir {
   lowers: LowerDir[];
   /** The host directory whose entries show here, if any ("" is the host root). */
   host: string | undefined;
-  /** Its stats in the view (the upper directory's, else the host's). */
+  /** Its stats in the view (its top layer's directory's; the root: the host root's). */
   st: Stats;
 }
 

@@ -25,12 +25,13 @@ import { test, type TestContext } from "node:test";
 import { squashLayers } from "../../snapshots/squash.js";
 import { CvisorError } from "../../src/core/errors.js";
 import { layerChanges } from "../../src/sandbox/changes.js";
+import { removeTree } from "../../src/sandbox/remove-tree.js";
 import { build, dumpLayers, T0 } from "../helpers/layers.js";
 import { tempRoot } from "../helpers/repo.js";
 
 function tempDir(t: TestContext, base = tempRoot()): string {
   const dir = mkdtempSync(join(base, "cvisor-unit-squash-"));
-  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  t.after(() => removeTree(dir)); // guests' modes (0555, 0000 directories) as another user
   return dir;
 }
 
@@ -134,7 +135,7 @@ test("a squashed stack shows what the stack shows, under any upper, for every pa
       layerChanges([upper, ...trees], host),
       `seed ${seed}: diff`,
     );
-    rmSync(dir, { recursive: true, force: true });
+    removeTree(dir);
   }
 });
 
@@ -144,8 +145,13 @@ test("squash keeps whiteouts only where something below may show, and marks opaq
   build(l0, { "d/.wh..wh..opq": "", "d/new": "n", ".wh.x": "", keep: "k", "e/.wh.f": "" });
   build(l1, { x: "x in l1", "d/old": "o", "d/.wh.h": "", "e/f": "f", ".wh.y": "" });
   build(l2, { keep: "older", "gone/.wh.z": "" });
+  chmodSync(l0, 0o751);
+  utimesSync(l0, T0, T0);
   const out = join(dir, "out");
   squashLayers([l0, l1, l2], out);
+  // The root gets the top layer's root's mode and times.
+  assert.equal(statSync(out).mode & 0o7777, 0o751);
+  assert.equal(statSync(out).mtimeMs, T0 * 1000);
   const list = (rel: string): string[] => readdirSync(join(out, rel)).sort();
   assert.deepEqual(list(""), [".wh.x", ".wh.y", "d", "e", "gone", "keep"]);
   // d is opaque in l0: l1's d/old and its whiteout d/.wh.h are gone, the marker stays.
@@ -222,4 +228,25 @@ test("squash fails whole: no out, no temp directory; an existing out is refused"
   squashLayers([l0], out);
   assert.deepEqual(readdirSync(out).sort(), ["a", "b"]);
   assert.deepEqual(leftovers(dir), ["out"]);
+});
+
+test("squash reads a layer's directories the owner cannot list, and gives their mode back", (t) => {
+  if (process.getuid?.() === 0) {
+    t.skip("root lists any directory: run as another user to check this");
+    return;
+  }
+  const dir = tempDir(t);
+  const l0 = join(dir, "l0");
+  build(l0, { "closed/f": "f", "noexec/g": "g" });
+  chmodSync(join(l0, "closed"), 0o000);
+  chmodSync(join(l0, "noexec"), 0o600);
+  const out = join(dir, "out");
+  squashLayers([l0], out);
+  assert.equal(lstatSync(join(l0, "closed")).mode & 0o7777, 0o000, "given back");
+  assert.equal(lstatSync(join(l0, "noexec")).mode & 0o7777, 0o600, "given back");
+  assert.equal(lstatSync(join(out, "closed")).mode & 0o7777, 0o000);
+  chmodSync(join(out, "closed"), 0o700);
+  chmodSync(join(out, "noexec"), 0o700);
+  assert.deepEqual(readdirSync(join(out, "closed")), ["f"]);
+  assert.deepEqual(readdirSync(join(out, "noexec")), ["g"]);
 });
