@@ -92,7 +92,10 @@ function lstatMaybe(path: Buffer): Stats | undefined {
     return lstatSync(path);
   } catch (err) {
     const c = errCode(err);
-    if (c === "ENOENT" || c === "ENOTDIR" || c === "ENAMETOOLONG") return undefined;
+    // EACCES: in a directory that is listable but not searchable (the walk widens those it may).
+    if (c === "ENOENT" || c === "ENOTDIR" || c === "ENAMETOOLONG" || c === "EACCES") {
+      return undefined;
+    }
     throw err;
   }
 }
