@@ -87,6 +87,9 @@ interface LayerDir {
 
 const WH = WHITEOUT_PREFIX;
 
+/** Root searches and lists any directory: nothing to widen (or to change the ctime of). */
+const asRoot = process.getuid?.() === 0;
+
 function lstatMaybe(path: Buffer): Stats | undefined {
   try {
     return lstatSync(path);
@@ -166,7 +169,7 @@ function openLayerDir(
       throw err;
     }
   }
-  if (restore === undefined && opts.widen && (st.mode & 0o500) !== 0o500) {
+  if (restore === undefined && opts.widen && !asRoot && (st.mode & 0o500) !== 0o500) {
     // Readable but not searchable: lstat of its entries would fail.
     chmodSync(path, (st.mode & 0o7777) | 0o500);
     restore = { path, mode: st.mode & 0o7777 };
