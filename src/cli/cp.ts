@@ -11,6 +11,7 @@ import { defaultHiddenPaths } from "../paths.js";
 import { checkHostSources, copyIn } from "../sandbox/copy-in.js";
 import { copyOut } from "../sandbox/copy-out.js";
 import type { CopyReport, Skipped } from "../sandbox/copy-tree.js";
+import { sandboxLowers } from "../sandbox/lowers.js";
 import { openNamed } from "../sandbox/store.js";
 import { targetSandbox } from "./commands.js";
 import { existingSandbox } from "./diff.js";
@@ -116,10 +117,14 @@ export function cp(plan: StoreCommandPlan): Promise<number> {
   try {
     if (ops.direction === "in") {
       checkHostSources(ops.sources); // before the sandbox is made
-      report = copyIn(openNamed(name), ops.sources, ops.dst, opts);
+      const named = openNamed(name);
+      report = copyIn(named, ops.sources, ops.dst, { ...opts, lowers: sandboxLowers(named) });
     } else {
       const dir = existingSandbox(name);
-      report = copyOut(`${dir}/upper`, ops.sources, ops.dst, opts);
+      report = copyOut(`${dir}/upper`, ops.sources, ops.dst, {
+        ...opts,
+        lowers: sandboxLowers({ dir }),
+      });
     }
   } catch (err) {
     progress.clear();

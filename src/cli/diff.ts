@@ -1,7 +1,10 @@
 // `cvisor [--sandbox NAME] diff [--json]`: what the sandbox changed against the host, one
-// `A|C|D PATH` line each, as `docker diff` prints them.
+// `A|C|D PATH` line each, as `docker diff` prints them: the upper and the read-only snapshot
+// layers under it, together, against the host.
 import { CvisorError } from "../core/errors.js";
-import { upperChanges } from "../sandbox/changes.js";
+import { existsSync } from "node:fs";
+import { layerChanges } from "../sandbox/changes.js";
+import { sandboxLowers } from "../sandbox/lowers.js";
 import { readMeta, sandboxesDir } from "../sandbox/store.js";
 import { targetSandbox } from "./commands.js";
 import { EXIT_OK } from "./exit-codes.js";
@@ -18,7 +21,8 @@ export function existingSandbox(name: string): string {
 
 export function diff(plan: StoreCommandPlan): Promise<number> {
   const dir = existingSandbox(targetSandbox(plan));
-  const changes = upperChanges(`${dir}/upper`);
+  const upper = `${dir}/upper`;
+  const changes = layerChanges([...(existsSync(upper) ? [upper] : []), ...sandboxLowers({ dir })]);
   if (plan.json) process.stdout.write(`${JSON.stringify(changes)}\n`);
   else for (const c of changes) process.stdout.write(`${c.kind} ${c.path}\n`);
   return Promise.resolve(EXIT_OK);

@@ -1,14 +1,25 @@
 // `cvisor [--sandbox NAME] export FILE`: the sandbox's changes as an OCI image layer tarball.
-// The upper layer already follows the OCI conventions (`.wh.NAME` whiteouts, `.wh..wh..opq`
-// opaque directories), so the tarball is the upper tree as it is: streamed entry by entry,
-// hard links kept as links, written to FILE.tmp~ and renamed into place (or to stdout for -).
-import { createReadStream, createWriteStream, readlinkSync, renameSync, rmSync } from "node:fs";
+// The layers follow the OCI conventions (`.wh.NAME` whiteouts, `.wh..wh..opq` opaque
+// directories), so the tarball is the one layer the upper and the read-only snapshot layers
+// under it amount to (src/sandbox/effective-layer.ts): streamed entry by entry, hard links kept
+// as links, written to FILE.tmp~ and renamed into place (or to stdout for -).
+import {
+  createReadStream,
+  createWriteStream,
+  existsSync,
+  readlinkSync,
+  renameSync,
+  rmSync,
+} from "node:fs";
 import type { Writable } from "node:stream";
 import { pack as tarPack, type Header } from "tar-stream";
 
 type EntryHeader = Partial<Header> & { name: string };
 import { CvisorError } from "../core/errors.js";
-import { walkUpper } from "../sandbox/changes.js";
+import { OPAQUE_MARKER, WHITEOUT_PREFIX } from "../sandbox/changes.js";
+import { shownText, walkEffective } from "../sandbox/effective-layer.js";
+import { openFileChecked } from "../sandbox/fd-path.js";
+import { sandboxLowers } from "../sandbox/lowers.js";
 import { existingSandbox } from "./diff.js";
 import { targetSandbox } from "./commands.js";
 import { writeStderr } from "./errors.js";
@@ -22,7 +33,16 @@ interface Summary {
   bytes: number;
 }
 
-async function writeLayer(upper: string, out: Writable, summary: Summary): Promise<void> {
+/**
+ * Writes the layers (absolute roots, top first: the upper, then the snapshot layers) to out as
+ * one OCI layer tar. Whiteouts are kept where the host may have the name, opaque markers where a
+ * directory stops showing the host's.
+ */
+export async function writeLayer(
+  layers: readonly string[],
+  out: Writable,
+  summary: { entries: number; bytes: number },
+): Promise<void> {
   const tar = tarPack();
   const done = new Promise<void>((resolve, reject) => {
     out.on("error", reject);
@@ -33,20 +53,48 @@ async function writeLayer(upper: string, out: Writable, summary: Summary): Promi
   });
   tar.pipe(out);
   const firstPath = new Map<string, string>(); // dev:ino -> the first name of a hard-linked file
-  for (const e of walkUpper(upper)) {
+  for (const e of walkEffective(layers)) {
+    if (e.kind === "leave") continue;
     const st = e.st;
+    const rel = shownText(e.rel);
     const base: EntryHeader = {
-      name: e.rel,
+      name: rel,
       mode: st.mode & 0o7777,
       mtime: st.mtime,
       uid: st.uid,
       gid: st.gid,
     };
+    const marker = (name: string): EntryHeader => ({
+      ...base,
+      name,
+      mode: 0o600,
+      type: "file",
+      size: 0,
+    });
+    if (e.kind === "whiteout") {
+      const slash = rel.lastIndexOf("/");
+      const name = `${rel.slice(0, slash + 1)}${WHITEOUT_PREFIX}${rel.slice(slash + 1)}`;
+      summary.entries++;
+      await entry(tar, marker(name));
+      continue;
+    }
+    if (e.rel === "") {
+      // The root itself is not an entry; only whether it hides the host's.
+      if (e.opaque) {
+        summary.entries++;
+        await entry(tar, marker(OPAQUE_MARKER));
+      }
+      continue;
+    }
     summary.entries++;
     if (st.isDirectory()) {
       await entry(tar, { ...base, type: "directory" });
+      if (e.opaque) {
+        summary.entries++;
+        await entry(tar, marker(`${rel}/${OPAQUE_MARKER}`));
+      }
     } else if (st.isSymbolicLink()) {
-      await entry(tar, { ...base, type: "symlink", linkname: readlinkSync(e.real) });
+      await entry(tar, { ...base, type: "symlink", linkname: readlinkSync(e.path, "utf8") });
     } else if (st.isFIFO()) {
       await entry(tar, { ...base, type: "fifo" });
     } else if (st.isFile()) {
@@ -56,13 +104,14 @@ async function writeLayer(upper: string, out: Writable, summary: Summary): Promi
         await entry(tar, { ...base, type: "link", linkname: first });
         continue;
       }
-      if (st.nlink > 1) firstPath.set(id, e.rel);
+      if (st.nlink > 1) firstPath.set(id, rel);
       summary.bytes += st.size;
+      const fd = openFileChecked(e.path, st);
       await new Promise<void>((resolve, reject) => {
         const sink = tar.entry({ ...base, type: "file", size: st.size }, (err) =>
           err ? reject(err) : resolve(),
         );
-        createReadStream(e.real).on("error", reject).pipe(sink);
+        createReadStream(e.path, { fd }).on("error", reject).pipe(sink);
       });
     } else {
       summary.entries--; // sockets, devices: not representable in a layer the guest could make
@@ -74,25 +123,26 @@ async function writeLayer(upper: string, out: Writable, summary: Summary): Promi
 
 function entry(tar: ReturnType<typeof tarPack>, header: EntryHeader): Promise<void> {
   return new Promise((resolve, reject) => {
-    tar.entry(header, (err) => (err ? reject(err) : resolve()));
+    // A file entry without data still needs its (empty) body, or it never finishes.
+    const cb = (err?: Error | null): void => (err ? reject(err) : resolve());
+    if (header.type === "file") tar.entry(header, "", cb);
+    else tar.entry(header, cb);
   });
 }
 
 export async function exportLayer(plan: StoreCommandPlan): Promise<number> {
   const name = targetSandbox(plan);
   const dir = existingSandbox(name);
+  const upper = `${dir}/upper`;
+  const layers = [...(existsSync(upper) ? [upper] : []), ...sandboxLowers({ dir })];
   const file = plan.operands[0] ?? "-";
   const summary: Summary = { sandbox: name, file, entries: 0, bytes: 0 };
   if (file === "-") {
-    await writeLayer(`${dir}/upper`, process.stdout, summary);
+    await writeLayer(layers, process.stdout, summary);
   } else {
     const tmp = `${file}.tmp~${process.pid}`;
     try {
-      await writeLayer(
-        `${dir}/upper`,
-        createWriteStream(tmp, { flags: "wx", mode: 0o644 }),
-        summary,
-      );
+      await writeLayer(layers, createWriteStream(tmp, { flags: "wx", mode: 0o644 }), summary);
       renameSync(tmp, file);
     } catch (err) {
       rmSync(tmp, { force: true });

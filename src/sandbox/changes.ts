@@ -1,12 +1,13 @@
-// What a sandbox changed against the host, read from its upper layer on disk (the format is in
-// docs/ARCHITECTURE.md, "The overlay"): a whiteout `.wh.NAME` deletes NAME, a directory holding
-// `.wh..wh..opq` replaces the host's directory of that path, anything else is added (nothing
-// at that path on the host) or changed (the host has something there). Used by `cvisor diff`
-// and `cvisor export`.
+// What a sandbox changed against the host, read from its layers on disk (the format is in
+// docs/ARCHITECTURE.md, "The overlay"): the upper over the read-only snapshot layers amounts to
+// one layer (./effective-layer.ts), whose whiteouts delete what the host has, whose opaque
+// directories replace the host's directory of their path, and whose other entries are added
+// (nothing at that path on the host) or changed (the host has something there). Used by
+// `cvisor diff`.
 import { lstatSync, readdirSync, type Stats } from "node:fs";
+import { shownText, walkEffective } from "./effective-layer.js";
 
-export const WHITEOUT_PREFIX = ".wh.";
-export const OPAQUE_MARKER = ".wh..wh..opq";
+export { OPAQUE_MARKER, WHITEOUT_PREFIX } from "./layer-names.js";
 
 /** One changed path, as `docker diff` reports it. */
 export interface Change {
@@ -57,31 +58,50 @@ function hostHas(path: string): boolean {
 
 /** The changes of an upper layer against the host root, sorted by path. */
 export function upperChanges(upper: string, host = ""): Change[] {
+  return layerChanges([upper], host);
+}
+
+/** The host directory's names (byte strings); none when it is not a directory. */
+function hostNames(path: string): string[] {
+  try {
+    return readdirSync(path || "/", { encoding: "buffer" }).map((b) => b.toString("latin1"));
+  } catch {
+    return [];
+  }
+}
+
+/**
+ * The changes of a stack of layers (absolute roots, top first: the upper, then the snapshot
+ * layers) against the host root, sorted by path. A name deleted in some layer is `D` only when
+ * the host has it; a directory that no longer shows the host's (opaque) makes the host's other
+ * entries there `D`.
+ */
+export function layerChanges(layers: readonly string[], host = ""): Change[] {
   const out = new Map<string, Change["kind"]>();
-  for (const e of walkUpper(upper)) {
-    const slash = e.rel.lastIndexOf("/");
-    const dir = slash < 0 ? "" : e.rel.slice(0, slash);
-    const name = e.rel.slice(slash + 1);
-    if (name === OPAQUE_MARKER) {
-      // The host directory's own entries are gone, unless the upper has them again.
-      let hostNames: string[] = [];
-      try {
-        hostNames = readdirSync(`${host}/${dir}`);
-      } catch {
-        // no host directory there: nothing was deleted
-      }
-      for (const n of hostNames) {
-        const p = `/${dir}/${n}`;
-        if (!hostHas(`${upper}/${dir}/${n}`) && !out.has(p)) out.set(p, "D");
+  const hostPath = (rel: string): string => `${host}/${shownText(rel)}`;
+  // Directories that hide the host's: the names the layers show in each.
+  const shadowing: { rel: string; names: Set<string> | undefined }[] = [];
+  for (const e of walkEffective(layers)) {
+    const parent = shadowing[shadowing.length - 1];
+    if (e.kind !== "leave") parent?.names?.add(e.name);
+    if (e.kind === "whiteout") {
+      if (hostHas(hostPath(e.rel))) out.set(`/${shownText(e.rel)}`, "D");
+      continue;
+    }
+    if (e.kind === "leave") {
+      const done = shadowing.pop();
+      if (done?.names) {
+        for (const n of hostNames(hostPath(done.rel))) {
+          const rel = done.rel === "" ? n : `${done.rel}/${n}`;
+          if (!done.names.has(n)) out.set(`/${shownText(rel)}`, "D");
+        }
       }
       continue;
     }
-    if (name.startsWith(WHITEOUT_PREFIX)) {
-      const p = `/${dir ? `${dir}/` : ""}${name.slice(WHITEOUT_PREFIX.length)}`;
-      if (!out.has(p)) out.set(p, "D");
-      continue;
+    if (e.rel !== "") out.set(`/${shownText(e.rel)}`, hostHas(hostPath(e.rel)) ? "C" : "A");
+    if (e.st.isDirectory()) {
+      shadowing.push({ rel: e.rel, names: e.below ? undefined : new Set() });
     }
-    out.set(`/${e.rel}`, hostHas(`${host}/${e.rel}`) ? "C" : "A");
   }
   return [...out]
     .map(([path, kind]) => ({ kind, path }))

@@ -4,12 +4,13 @@
 //  - every new object is made in the sandbox's work/ directory and renamed into place, so a
 //    crash never leaves half a file in the upper (a run using the sandbox sees the old object or
 //    the new one);
-//  - upper directories missing on the way (the twin of a host directory) are made with the host
-//    directory's mode and times;
+//  - upper directories missing on the way (the twin of a directory of a lower layer or of the
+//    host) are made with that directory's mode and times;
 //  - a name the sandbox had deleted (a whiteout `.wh.NAME`) is created, then its whiteout is
-//    removed; a directory made where the host has a directory the guest cannot see (deleted, or
-//    hidden) is made opaque (`.wh..wh..opq` inside it before it appears), so none of the host's
-//    old entries come back;
+//    removed; a directory made where a lower layer or the host has a directory the guest cannot
+//    see (deleted, or hidden) is made opaque (`.wh..wh..opq` inside it before it appears), so
+//    none of the old entries come back; an object made in the upper hides whatever the lower
+//    layers have at its name, so nothing else is needed;
 //  - names starting with `.wh.` are reserved by the format: skipped with a warning.
 // The destination path is resolved in the sandbox's merged view (./view.ts): its symlinks are
 // followed through the view, never by the kernel in the upper, and every upper directory is
@@ -72,8 +73,10 @@ export interface CopyInOptions extends CopyOptions {
    * copies it). Also hidden in the view the destination is resolved in.
    */
   hidden?: readonly string[];
-  /** The host root the upper lies over (tests); "" (the real root) by default. */
+  /** The host root the layers lie over (tests); "" (the real root) by default. */
   host?: string;
+  /** The read-only layers under the upper (absolute tree directories, top first); never written. */
+  lowers?: readonly string[];
 }
 
 interface HostEntry extends SourceEntry {
@@ -190,7 +193,7 @@ class UpperTree implements TreeDest<ViewDir> {
       : undefined;
   }
 
-  /** The upper directory of dir, made (with the host directory's mode and times) if missing. */
+  /** The upper directory of dir, made (with the mode and times it shows) if missing. */
   private upperOf(dir: ViewDir): number {
     if (dir.upperFd !== undefined) return dir.upperFd;
     if (dir.parent === undefined) throw new CvisorError("the sandbox has no upper layer", "ECP");
@@ -264,11 +267,9 @@ class UpperTree implements TreeDest<ViewDir> {
 
   makeDir(dir: ViewDir, name: string): ViewDir {
     const parentFd = this.upperOf(dir);
-    // The host has a directory here that the guest does not see (whited out, or hidden): the
-    // new one must not let its entries show through.
-    const hostDir = dir.host === undefined ? undefined : `${dir.host}/${name}`;
-    const opaque =
-      hostDir !== undefined && lstatSync(hostDir, { throwIfNoEntry: false })?.isDirectory();
+    // A lower layer or the host has a directory here that the guest does not see (whited out,
+    // or hidden): the new one must not let its entries show through.
+    const opaque = this.view.dirBelowUpper(dir, name);
     const tmp = `${this.work}/cp~${tag()}`;
     mkdirSync(tmp, { mode: 0o700 });
     try {
@@ -283,6 +284,7 @@ class UpperTree implements TreeDest<ViewDir> {
       name,
       parent: dir,
       upperFd: undefined,
+      lowers: [],
       host: undefined,
       st: lstatAt(parentFd, name) ?? dir.st,
     };
@@ -330,7 +332,11 @@ export function copyIn(
   opts: CopyInOptions = {},
 ): CopyReport {
   const srcs = checkHostSources(sources);
-  const view = new MergedView(layer.upper, { hidden: opts.hidden ?? [], host: opts.host ?? "" });
+  const view = new MergedView(layer.upper, {
+    hidden: opts.hidden ?? [],
+    host: opts.host ?? "",
+    lowers: opts.lowers ?? [],
+  });
   try {
     const upper = new UpperTree(view, layer.work);
     const host = new HostTree(opts.hidden ?? []);

@@ -1,5 +1,5 @@
-// `cvisor cp sb:/PATH... HOST`: files out of a named sandbox's merged view (./view.ts) onto the
-// host. The sandbox is untrusted (a guest made it), so nothing it holds may lead a write
+// `cvisor cp sb:/PATH... HOST`: files out of a named sandbox's merged view (./view.ts: the upper
+// over its read-only snapshot layers over the host root) onto the host. The sandbox is untrusted (a guest made it), so nothing it holds may lead a write
 // outside the destination:
 //  - nothing of the sandbox is followed: symlinks are copied as symlinks with the same target
 //    text (absolute, `..`, dangling: as they are), FIFOs, sockets and device nodes are skipped
@@ -49,8 +49,10 @@ import { MergedView, ViewError, type Resolved, type ViewDir, type ViewEntry } fr
 export interface CopyOutOptions extends CopyOptions {
   /** Host paths guests do not see (the default hidden credentials, cvisor's storage). */
   hidden?: readonly string[];
-  /** The host root the upper lies over (tests); "" (the real root) by default. */
+  /** The host root the layers lie over (tests); "" (the real root) by default. */
   host?: string;
+  /** The read-only layers under the upper (absolute tree directories, top first). */
+  lowers?: readonly string[];
 }
 
 interface ViewSourceEntry extends SourceEntry {
@@ -212,7 +214,11 @@ export function copyOut(
   dst: string,
   opts: CopyOutOptions = {},
 ): CopyReport {
-  const view = new MergedView(upper, { hidden: opts.hidden ?? [], host: opts.host ?? "" });
+  const view = new MergedView(upper, {
+    hidden: opts.hidden ?? [],
+    host: opts.host ?? "",
+    lowers: opts.lowers ?? [],
+  });
   const open: number[] = [];
   try {
     const srcs = sources.map((text) => resolveSource(view, text));

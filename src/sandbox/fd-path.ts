@@ -11,6 +11,7 @@ import {
   lstatSync,
   openSync,
   readdirSync,
+  type PathLike,
   type Stats,
 } from "node:fs";
 
@@ -56,12 +57,12 @@ export function openDirAt(fd: number, name: string): number {
  * and checks it is the object `expected` describes (same device and inode, a regular file):
  * what was looked up is what gets read, even if the name was replaced meanwhile.
  */
-export function openFileChecked(path: string, expected: Stats): number {
+export function openFileChecked(path: PathLike, expected: Stats): number {
   const fd = openSync(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
   try {
     const st = fstatSync(fd);
     if (!st.isFile() || st.dev !== expected.dev || st.ino !== expected.ino) {
-      throw Object.assign(new Error(`${path} changed while it was being copied`), {
+      throw Object.assign(new Error(`${path.toString()} changed while it was being copied`), {
         code: "ECHANGED",
       });
     }
