@@ -13,11 +13,24 @@
 //   (unset)                      native vs sandbox: the suite
 //   CVISOR_TEST_OVERLAY=native   native vs a second native run: checks that every case is
 //                                deterministic and that the harness itself works, no sandbox
+//   CVISOR_TEST_OVERLAY=layers   native vs a named sandbox whose copy of the fixture lives in its
+//                                snapshot layers, at a path the host does not have: two layers
+//                                (the lower one stale, the upper one correcting it with changed
+//                                files and whiteouts), an empty upper over them
+//                                (test/e2e/overlay/layered.test.ts runs the suite this way)
 //   CVISOR_TEST_OVERLAY=off      every case skipped
 // (CVISOR_TEST_OVERLAY_SHOW=1 also prints each case's native outcome, to review a case.)
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
-import { mkdirSync, realpathSync, utimesSync, writeFileSync } from "node:fs";
+import {
+  chmodSync,
+  existsSync,
+  mkdirSync,
+  realpathSync,
+  statSync,
+  utimesSync,
+  writeFileSync,
+} from "node:fs";
 import { constants } from "node:os";
 import path from "node:path";
 import { overlayProbe, treeDumper } from "./cc.js";
@@ -27,13 +40,14 @@ import { cliBuilt, homeDir, runCli, runProcess, uniqueToken, type CliResult } fr
 
 // ---- the gate -----------------------------------------------------------------------------
 
-export type OverlayMode = "off" | "sandbox" | "native";
+export type OverlayMode = "off" | "sandbox" | "native" | "layers";
 
 /** How the differential suite runs, from CVISOR_TEST_OVERLAY (see the top of this file). */
 export function overlayMode(env: NodeJS.ProcessEnv = process.env): OverlayMode {
   const value = env.CVISOR_TEST_OVERLAY;
   if (value === "native") return "native";
   if (value === "off") return "off";
+  if (value === "layers") return "layers";
   return "sandbox";
 }
 
@@ -388,6 +402,82 @@ function sandboxSide(fx: Fixture, names: Map<string, string>, timeoutMs: number)
   };
 }
 
+/** Upper twins of the host directories on the way to dir (made where missing, host mode and times). */
+function upperTwins(upper: string, dir: string): void {
+  let host = "/";
+  for (const part of dir.split("/").filter((p) => p !== "")) {
+    host = path.join(host, part);
+    const twin = path.join(upper, host);
+    if (existsSync(twin)) continue;
+    mkdirSync(twin);
+    const st = statSync(host);
+    chmodSync(twin, st.mode & 0o7777);
+    utimesSync(twin, st.atime, st.mtime);
+  }
+}
+
+/**
+ * Named sandboxes whose fixture comes from snapshot layers: the fixture is copied (cp -a) into
+ * the upper at a path only the sandbox has, with a stale hello.txt and an extra file; snapshot;
+ * then the upper gets the right hello.txt and a whiteout of the extra file; snapshot again. The
+ * guest's view of that path is then the fixture, served by two layers over an empty upper.
+ */
+function layeredSide(fx: Fixture, names: Map<string, string>, timeoutMs: number): Side {
+  const home = path.join(fx.scratch, "cvisor-home-layers");
+  mkdirSync(home, { recursive: true });
+  const rootOf = (label: string): string => path.join(fx.scratch, `layered-${label}`);
+  const env = (extra: Record<string, string>): Record<string, string> => ({
+    ...extra,
+    CVISOR_HOME: home,
+  });
+  const ready = new Map<string, Promise<void>>();
+  const cli = async (args: readonly string[]): Promise<void> => {
+    const r = await runCli(args, { extraEnv: { CVISOR_HOME: home }, timeoutMs });
+    assert.equal(r.code, 0, `cvisor ${args.join(" ")}: exit ${String(r.code)}\n${r.err}`);
+  };
+  const prepare = async (label: string, name: string): Promise<void> => {
+    await cli(["--sandbox", name, "--", "true"]);
+    const upper = path.join(home, "sandboxes", name, "upper");
+    const root = rootOf(label);
+    upperTwins(upper, path.dirname(root));
+    const copy = path.join(upper, root);
+    execFileSync("cp", ["-a", "--", fx.root, copy], { stdio: ["ignore", "ignore", "pipe"] });
+    writeFileSync(path.join(copy, "hello.txt"), "stale content from an older layer\n");
+    writeFileSync(path.join(copy, "gone.txt"), "deleted by the next layer\n");
+    await cli(["--sandbox", name, "snapshot"]);
+    upperTwins(upper, path.dirname(root));
+    mkdirSync(copy);
+    execFileSync("cp", ["-a", "--", fx.p("hello.txt"), path.join(copy, "hello.txt")]);
+    writeFileSync(path.join(copy, ".wh.gone.txt"), "");
+    const top = statSync(fx.root);
+    chmodSync(copy, top.mode & 0o7777);
+    utimesSync(copy, top.atime, top.mtime);
+    await cli(["--sandbox", name, "snapshot"]);
+  };
+  return {
+    name: "sandbox (layers)",
+    roots: (label) => [rootOf(label)],
+    run: async (label, argv, guest, step) => {
+      const name = names.get(label) ?? label;
+      let done = ready.get(label);
+      if (done === undefined) {
+        done = prepare(label, name);
+        ready.set(label, done);
+      }
+      await done;
+      const flags: string[] = [];
+      for (const [key, value] of Object.entries(guest)) {
+        if (key !== "CVISOR_SANDBOX") flags.push("-e", `${key}=${value}`);
+      }
+      return runCli(["--sandbox", name, "-C", rootOf(label), ...flags, "--", ...argv], {
+        env: env(guest),
+        input: step.input,
+        timeoutMs,
+      });
+    },
+  };
+}
+
 async function runSide(side: Side, c: DiffCase, names: Map<string, string>): Promise<RunRecord> {
   const normalize = (text: string, label: string): string => {
     const replaced = replaceRoots(text, side.roots(label));
@@ -471,10 +561,13 @@ export async function runDifferential(
   if (process.env.CVISOR_TEST_OVERLAY_SHOW) {
     console.log(`--- the case ---\n${describeCase(c)}\n--- native ---\n${describeRun(native)}`);
   }
-  const other =
+  const otherSide =
     mode === "sandbox"
-      ? await runSide(sandboxSide(fx, names, timeoutMs), c, names)
-      : await runSide(nativeSide(fx, "native (second run)", "native2", timeoutMs), c, names);
+      ? sandboxSide(fx, names, timeoutMs)
+      : mode === "layers"
+        ? layeredSide(fx, names, timeoutMs)
+        : nativeSide(fx, "native (second run)", "native2", timeoutMs);
+  const other = await runSide(otherSide, c, names);
   const diffs = compareRuns(native, other);
   if (diffs.length > 0) {
     assert.fail(
@@ -503,8 +596,7 @@ export function diffTest(name: string, spec: string | DiffCase, opts: DiffTestOp
   const c: DiffCase = typeof spec === "string" ? { steps: [sh(spec)] } : spec;
   let skip: string | false = opts.skip ?? false;
   if (mode === "off") skip = GATE_REASON;
-  else if (mode === "sandbox" && !skip && !cliBuilt())
-    skip = "the CLI is not built (npm run build)";
+  else if (mode !== "native" && !skip && !cliBuilt()) skip = "the CLI is not built (npm run build)";
   gtest(
     name,
     async (fx) => {

@@ -180,7 +180,8 @@ static uint64_t layer_twins(struct cv_run *r, const struct wdir *d, const char *
             opaque = cv_lower_opaque(r, vp);
             opaque_read = 1;
         }
-        *stop = (opaque & bit) != 0;
+        /* an opaque twin, or a whiteout of the name beside it in its own layer, ends the merge */
+        *stop = ((opaque | ln.wh) & bit) != 0;
     }
     return mask;
 }
