@@ -152,6 +152,13 @@ export async function openS3Backend(
   return new S3Backend(new S3Client(config), location, context, options.readOnly);
 }
 
+/** A metadata object that is not what put writes; `cache rm` (or --force) gets rid of it. */
+class CorruptMetaError extends CvisorError {
+  constructor(message: string) {
+    super(`${message} (remove the entry, or save it again with --force)`, "EINVAL");
+  }
+}
+
 /** Counts and hashes the bytes that pass. (Not `size` or `length`: lib-storage would take such a
  * property for the body's total length.) */
 class Measure extends Transform {
@@ -234,7 +241,11 @@ class S3Backend implements CacheBackend {
       if (this.readOnly) throw new CacheReadOnlyError(this.description);
       const key = validateKey(entry.key);
       const metaName = this.metaName(key);
-      const previous = await this.readMeta(key);
+      // --force also replaces an entry whose metadata is corrupt (its archive is then left over).
+      const previous = await this.readMeta(key).catch((err: unknown) => {
+        if (options.force && err instanceof CorruptMetaError) return undefined;
+        throw err;
+      });
       if (previous && !options.force) throw new CacheExistsError(this.description, key);
       const archive = `archives/${encodeKey(key)}.${randomUUID()}`;
       this.checkName(this.location.prefix + archive, key);
@@ -252,7 +263,11 @@ class S3Backend implements CacheBackend {
         await this.writeMeta(metaName, { meta, archive }, !options.force);
       } catch (err) {
         await this.deleteQuietly(this.location.prefix + archive);
-        if (s3ErrorName(err) === "PreconditionFailed" || httpStatus(err) === 412) {
+        // 412: the key exists; 409: another conditional write of it is in flight (AWS).
+        if (
+          [412, 409].includes(httpStatus(err) ?? 0) ||
+          s3ErrorName(err) === "PreconditionFailed"
+        ) {
           throw new CacheExistsError(this.description, key);
         }
         throw s3Failure(this.context, `writing the metadata of ${key}`, err);
@@ -269,11 +284,19 @@ class S3Backend implements CacheBackend {
 
   async remove(key: string): Promise<boolean> {
     if (this.readOnly) throw new CacheReadOnlyError(this.description);
-    const stored = await this.readMeta(validateKey(key));
-    if (!stored) return false;
+    let stored: StoredMeta | undefined;
+    try {
+      stored = await this.readMeta(validateKey(key));
+      if (!stored) return false;
+    } catch (err) {
+      // A corrupt entry can be removed (its archive, named only in it, is left over).
+      if (!(err instanceof CorruptMetaError)) throw err;
+    }
     // Metadata first: from then on the entry is gone, whatever happens to the archive.
     await this.delete(this.metaName(key), `removing the metadata of ${key}`);
-    await this.delete(this.location.prefix + stored.archive, `removing the archive of ${key}`);
+    if (stored) {
+      await this.delete(this.location.prefix + stored.archive, `removing the archive of ${key}`);
+    }
     return true;
   }
 
@@ -338,7 +361,8 @@ class S3Backend implements CacheBackend {
     }
   }
 
-  /** The entry's metadata object, or undefined when there is none. */
+  /** The entry's metadata object, or undefined when there is none. A GET, not a HEAD: a HEAD's
+   * 404 has no body, so a missing bucket would look like a missing entry. */
   private async readMeta(key: string): Promise<StoredMeta | undefined> {
     const name = this.metaName(key);
     let text: string;
@@ -398,11 +422,8 @@ class S3Backend implements CacheBackend {
     return { meta, archive };
   }
 
-  private corrupt(name: string, why: string): CvisorError {
-    return new CvisorError(
-      `${this.description}: corrupt metadata object ${name}: ${why}`,
-      "EINVAL",
-    );
+  private corrupt(name: string, why: string): CorruptMetaError {
+    return new CorruptMetaError(`${this.description}: corrupt metadata object ${name}: ${why}`);
   }
 
   private metaName(key: string): string {

@@ -9,7 +9,13 @@ import { createHash, randomBytes } from "node:crypto";
 import { createServer } from "node:net";
 import { PassThrough, Readable } from "node:stream";
 import { test } from "node:test";
-import { ListMultipartUploadsCommand, ListObjectsV2Command, S3Client } from "@aws-sdk/client-s3";
+import {
+  ListMultipartUploadsCommand,
+  GetObjectCommand,
+  ListObjectsV2Command,
+  PutObjectCommand,
+  S3Client,
+} from "@aws-sdk/client-s3";
 import {
   CacheExistsError,
   CacheReadOnlyError,
@@ -229,6 +235,40 @@ test("two puts of one key at once: one wins, the other is refused and leaves not
       .requests()
       .filter((r) => r.method === "PUT" && r.key === "entries/race.json");
     assert.equal(metaPuts.length, 2);
+  });
+});
+
+test("corrupt metadata is reported, and can be removed or replaced with force", async () => {
+  await withServer(async (server) => {
+    const backend = await openS3Backend(`s3://${server.bucket}/p`, { readOnly: false });
+    await backend.put(entry("good"), Readable.from([Buffer.from("ok")]), { force: false });
+    const client = testClient(server);
+    const put = (name: string, body: string) =>
+      client.send(new PutObjectCommand({ Bucket: server.bucket, Key: name, Body: body }));
+    await put("p/entries/bad.json", "{not json");
+    await put("p/entries/README", "not an entry: ignored");
+    const stored = JSON.parse(
+      await (
+        await client.send(
+          new GetObjectCommand({ Bucket: server.bucket, Key: "p/entries/good.json" }),
+        )
+      ).Body!.transformToString(),
+    ) as Record<string, unknown>;
+    await put("p/entries/liar.json", JSON.stringify({ ...stored, key: "good" }));
+    client.destroy();
+    const corrupt =
+      /^s3:\/\/cvisor-test\/p: corrupt metadata object p\/entries\/(bad|liar)\.json: .* \(remove the entry, or save it again with --force\)$/;
+    assert.match((await rejection(backend.list(""))).message, corrupt);
+    assert.match((await rejection(backend.stat("bad"))).message, /it is not JSON/);
+    assert.match((await rejection(backend.stat("liar"))).message, /it names key "good"/);
+    const refused = await rejection(
+      backend.put(entry("bad"), Readable.from([Buffer.from("x")]), { force: false }),
+    );
+    assert.match(refused.message, corrupt);
+    await backend.put(entry("bad"), Readable.from([Buffer.from("new")]), { force: true });
+    assert.equal((await readAll(await backend.open("bad"))).toString(), "new");
+    assert.equal(await backend.remove("liar"), true);
+    assert.deepEqual((await backend.list("")).map((m) => m.key).sort(), ["bad", "good"]);
   });
 });
 
