@@ -36,6 +36,8 @@ import { httpStatus, s3ErrorName, s3Failure, type S3Context } from "./s3-errors.
 /** Multipart part size: at most 3 parts are in memory (queueSize 2 plus the one filling); the
  * S3 limit of 10 000 parts makes the largest archive 160 GiB. */
 export const PART_SIZE = 16 * 1024 * 1024;
+/** S3's smallest part (but the last). */
+const MIN_PART_SIZE = 5 * 1024 * 1024;
 const QUEUE_SIZE = 2;
 /** Parallel metadata GETs while listing. */
 const LIST_CONCURRENCY = 16;
@@ -119,7 +121,11 @@ function envFlag(env: NodeJS.ProcessEnv, name: string): boolean | undefined {
  */
 export async function openS3Backend(
   url: string,
-  options: { readOnly: boolean },
+  options: {
+    readOnly: boolean;
+    /** Multipart part size, at least 5 MiB (for tests); default PART_SIZE. */
+    partSize?: number;
+  },
 ): Promise<CacheBackend> {
   const location = parseS3Url(url);
   const env = process.env;
@@ -149,7 +155,8 @@ export async function openS3Backend(
     endpoint: configured ?? `https://s3.${region}.amazonaws.com`,
     customEndpoint: configured !== undefined,
   };
-  return new S3Backend(new S3Client(config), location, context, options.readOnly);
+  const partSize = Math.max(MIN_PART_SIZE, options.partSize ?? PART_SIZE);
+  return new S3Backend(new S3Client(config), location, context, options.readOnly, partSize);
 }
 
 /** A metadata object that is not what put writes; `cache rm` (or --force) gets rid of it. */
@@ -179,6 +186,7 @@ class S3Backend implements CacheBackend {
     private readonly location: S3Location,
     private readonly context: S3Context,
     readonly readOnly: boolean,
+    private readonly partSize: number,
   ) {
     this.description = location.description;
   }
@@ -321,7 +329,7 @@ class S3Backend implements CacheBackend {
         Body: measure,
         ContentType: "application/octet-stream",
       },
-      partSize: PART_SIZE,
+      partSize: this.partSize,
       queueSize: QUEUE_SIZE,
       leavePartsOnError: false,
     });

@@ -76,14 +76,16 @@ async function readAll(stream: Readable): Promise<Buffer> {
   return Buffer.concat(chunks);
 }
 
-/** A stream of `total` pseudo-random bytes in 1 MiB chunks, made as it is read. */
-function generated(total: number, seed: number): Readable {
+/** A stream of `total` pseudo-random bytes in 1 MiB chunks, made as it is read; onRead is
+ * told how many bytes were handed out before each read. */
+function generated(total: number, seed: number, onRead?: (sent: number) => void): Readable {
   const block = createHash("sha512").update(String(seed)).digest();
   const base = Buffer.alloc(MiB);
   for (let at = 0; at < MiB; at += block.length) block.copy(base, at);
   let sent = 0;
   return new Readable({
     read() {
+      onRead?.(sent);
       if (sent >= total) return void this.push(null);
       const chunk = Buffer.from(base.subarray(0, Math.min(MiB, total - sent)));
       chunk.writeUInt32BE(sent / MiB, 0); // every MiB differs, so a part out of place shows
@@ -291,15 +293,24 @@ test("read-only: put and remove refuse before any write, reads work", async () =
   });
 });
 
-test("a body over 64 MiB goes up as a multipart upload and comes back intact", async () => {
+// 5 MiB parts (S3's smallest) rather than the default 16, so that the bound on what the body may
+// run ahead of the server (a part filling, two in flight, stream buffers) is well under the body.
+test("a body over 64 MiB goes up as a multipart upload, in bounded memory, and comes back intact", async () => {
   await withServer(async (server) => {
-    const backend = await openS3Backend(`s3://${server.bucket}/big`, { readOnly: false });
+    const partSize = 5 * MiB;
+    const backend = await openS3Backend(`s3://${server.bucket}/big`, { readOnly: false, partSize });
     const total = 70 * MiB;
     const expected = createHash("sha256");
     for await (const chunk of generated(total, 1)) expected.update(chunk as Buffer);
     const digest = expected.digest("hex");
 
-    const meta = await backend.put(entry("big"), generated(total, 1), { force: false });
+    let ahead = 0;
+    const body = generated(total, 1, (sent) => {
+      ahead = Math.max(ahead, sent - server.partBytesOnDisk());
+    });
+    const meta = await backend.put(entry("big"), body, { force: false });
+    assert.ok(ahead > partSize, `the body never ran ahead (${ahead} bytes): not measured`);
+    assert.ok(ahead <= 5 * partSize, `the body ran ${ahead / MiB} MiB ahead of the server`);
     assert.equal(meta.size, total);
     assert.equal(meta.sha256, digest);
     const back = createHash("sha256");
@@ -321,7 +332,7 @@ test("a body over 64 MiB goes up as a multipart upload and comes back intact", a
             ? "complete"
             : `${r.method} ${r.query.join(",")}`,
     );
-    const parts = Math.ceil(total / PART_SIZE);
+    const parts = Math.ceil(total / partSize);
     assert.deepEqual(
       kinds.filter((kind) => kind !== "GET x-id"),
       ["create", ...Array<string>(parts).fill("part"), "complete"],

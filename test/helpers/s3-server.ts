@@ -2,7 +2,7 @@
 // a child process (s3-server-main.ts says why), on 127.0.0.1 with a random port, storing in its
 // own temp dir, with one bucket made. Nothing of the SDK is mocked.
 import { spawn, type ChildProcess } from "node:child_process";
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
 import path from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
@@ -28,6 +28,9 @@ export interface S3TestServer {
   requests(): S3Request[];
   /** Upload ids of multipart uploads begun and neither completed nor aborted, from the disk. */
   pendingUploadsOnDisk(): string[];
+  /** Bytes of parts received so far for the pending multipart uploads (s3rver writes a part to
+   * disk as it arrives). */
+  partBytesOnDisk(): number;
   stop(): Promise<void>;
 }
 
@@ -38,6 +41,7 @@ export async function startS3Server(bucket = "cvisor-test"): Promise<S3TestServe
   const root = mkdtempSync(path.join(tempRoot(), "cvisor-s3-"));
   const storeDir = path.join(root, "store");
   const logFile = path.join(root, "requests.jsonl");
+  const uploads = path.join(storeDir, bucket, "._S3rver_uploads");
   const child = spawn(
     process.execPath,
     ["--openssl-legacy-provider", mainScript, storeDir, bucket, logFile],
@@ -62,9 +66,17 @@ export async function startS3Server(bucket = "cvisor-test"): Promise<S3TestServe
             .filter((line) => line !== "")
             .map((line) => JSON.parse(line) as S3Request)
         : [],
-    pendingUploadsOnDisk: () => {
-      const uploads = path.join(storeDir, bucket, "._S3rver_uploads");
-      return existsSync(uploads) ? readdirSync(uploads) : [];
+    pendingUploadsOnDisk: () => (existsSync(uploads) ? readdirSync(uploads) : []),
+    partBytesOnDisk: () => {
+      let bytes = 0;
+      for (const id of existsSync(uploads) ? readdirSync(uploads) : []) {
+        for (const name of readdirSync(path.join(uploads, id))) {
+          // A part is being removed when its upload completes or aborts.
+          if (/^\d+$/.test(name))
+            bytes += statSync(path.join(uploads, id, name), { throwIfNoEntry: false })?.size ?? 0;
+        }
+      }
+      return bytes;
     },
     stop: async () => {
       if (child.exitCode === null && child.signalCode === null) {
