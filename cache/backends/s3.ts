@@ -11,7 +11,7 @@
 // metadata (one PUT) before deleting the old archive.
 // Loaded only by `cvisor cache` with an s3:// backend: the SDK costs start-up time.
 import { createHash, randomUUID } from "node:crypto";
-import { Readable, Transform, type TransformCallback } from "node:stream";
+import { pipeline, Readable, Transform, type TransformCallback } from "node:stream";
 import {
   DeleteObjectCommand,
   GetObjectCommand,
@@ -245,6 +245,9 @@ class S3Backend implements CacheBackend {
   }
 
   async put(entry: NewEntry, body: Readable, options: { force: boolean }): Promise<EntryMeta> {
+    // Listening at once: a body that fails while the lookups below run must not crash the process.
+    const failure: { error?: unknown } = {};
+    body.on("error", (err) => (failure.error ??= err));
     try {
       if (this.readOnly) throw new CacheReadOnlyError(this.description);
       const key = validateKey(entry.key);
@@ -257,7 +260,7 @@ class S3Backend implements CacheBackend {
       if (previous && !options.force) throw new CacheExistsError(this.description, key);
       const archive = `archives/${encodeKey(key)}.${randomUUID()}`;
       this.checkName(this.location.prefix + archive, key);
-      const measured = await this.upload(key, this.location.prefix + archive, body);
+      const measured = await this.upload(key, this.location.prefix + archive, body, failure);
       const meta: EntryMeta = {
         key,
         format: entry.format,
@@ -308,19 +311,19 @@ class S3Backend implements CacheBackend {
     return true;
   }
 
-  /** Streams body into the archive object; multipart above one part, aborted on any failure. */
+  /**
+   * Streams body into the archive object; multipart above one part, aborted on any failure.
+   * failure.error is the body's own error, if it had one.
+   */
   private async upload(
     key: string,
     name: string,
     body: Readable,
+    failure: { error?: unknown },
   ): Promise<{ size: number; sha256: string }> {
     const measure = new Measure();
-    let bodyError: unknown;
-    body.once("error", (err) => {
-      bodyError = err;
-      measure.destroy(err);
-    });
-    body.pipe(measure);
+    // pipeline, not pipe: a body that errors or closes early fails measure, and so the upload.
+    pipeline(body, measure, () => {});
     const upload = new Upload({
       client: this.client,
       params: {
@@ -333,14 +336,21 @@ class S3Backend implements CacheBackend {
       queueSize: QUEUE_SIZE,
       leavePartsOnError: false,
     });
+    const bodyFailed = (): unknown =>
+      failure.error ??
+      (body.destroyed && !body.readableEnded
+        ? new CvisorError(`${this.description}: the archive of ${key} ended early`, "EIO")
+        : undefined);
     try {
       await upload.done();
     } catch (err) {
-      measure.destroy();
       // The body's own error (the archiver failed) says more than the upload it broke.
+      const bodyError = bodyFailed();
+      measure.destroy();
       if (bodyError !== undefined) throw bodyError;
       throw s3Failure(this.context, `uploading the archive of ${key}`, err);
     }
+    const bodyError = bodyFailed();
     if (bodyError !== undefined) throw bodyError;
     return { size: measure.bytes, sha256: measure.hash.digest("hex") };
   }

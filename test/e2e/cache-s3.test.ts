@@ -427,6 +427,52 @@ test("a body that fails mid-upload leaves no entry and no pending multipart uplo
   });
 });
 
+test("a body that fails or closes early, even before the upload starts: its error, no entry", async () => {
+  await withServer(async (server) => {
+    const backend = await openS3Backend(`s3://${server.bucket}`, { readOnly: false });
+    // Fails while put is still looking the key up: reported, and no uncaught 'error' event.
+    const early = new Error("tar failed at once");
+    const first = new Readable({ read() {} });
+    const firstPut = backend.put(entry("e1"), first, { force: false });
+    first.destroy(early);
+    assert.equal(await rejection(firstPut), early);
+    // Closes without an error after 3 MiB: not taken for a complete archive.
+    let chunks = 0;
+    const second = new Readable({
+      read() {
+        if (++chunks > 3) return void this.destroy();
+        this.push(randomBytes(MiB));
+      },
+    });
+    const err = await rejection(backend.put(entry("e2"), second, { force: false }));
+    assert.equal(err.message, "s3://cvisor-test: the archive of e2 ended early");
+    assert.deepEqual(await backend.list(""), []);
+    assert.deepEqual(await objectNames(server), []);
+  });
+});
+
+test("errors: the server going away mid-upload", async () => {
+  await withServer(async (server) => {
+    const backend = await openS3Backend(`s3://${server.bucket}`, { readOnly: false });
+    const body = new PassThrough();
+    const put = backend.put(entry("cut"), body, { force: false });
+    body.write(randomBytes(PART_SIZE + MiB));
+    const deadline = Date.now() + 30_000;
+    while (!server.requests().some((r) => r.query.includes("partNumber"))) {
+      assert.ok(Date.now() < deadline, "no part was uploaded");
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    await server.stop();
+    body.end(randomBytes(PART_SIZE));
+    const err = await rejection(put);
+    assert.ok(err instanceof CvisorError, err.message);
+    assert.match(
+      err.message,
+      /^s3:\/\/cvisor-test: cannot connect to http:\/\/127\.0\.0\.1:\d+ \((ECONNREFUSED|ECONNRESET|EPIPE); check AWS_ENDPOINT_URL_S3\)$/,
+    );
+  });
+});
+
 /** A loopback port with nothing listening. */
 async function deadPort(): Promise<number> {
   const probe = createServer();
