@@ -357,21 +357,17 @@ function recoverReset(dir: string, j: Journal): string {
   const fresh = `${dir}/${j.tmp}`;
   const trash = `${dir}/${j.trash ?? ".trash~none"}`;
   const what = j.op === "rollback" ? "rollback" : "branch";
-  const finished = `finished an interrupted ${what} of sandbox ${j.sandbox} to ${j.id}`;
-  if (committed(dir, j)) {
+  // The old upper in the trash is the point of no return (meta.json cannot tell: a rollback to
+  // the snapshot the sandbox is on leaves it as it was).
+  if (!exists(trash)) {
+    removeTree(fresh);
     ensureUpper(dir);
-    removeTree(fresh);
-  } else if (!exists(`${dir}/upper`)) {
-    if (exists(fresh)) renameSync(fresh, `${dir}/upper`);
-    else ensureUpper(dir);
-    commitMeta(dir, j);
-  } else if (exists(trash)) {
-    removeTree(fresh);
-    commitMeta(dir, j);
-  } else {
-    removeTree(fresh);
     return `removed the leftovers of an interrupted ${what} of sandbox ${j.sandbox} (nothing changed)`;
   }
+  if (!exists(`${dir}/upper`) && exists(fresh)) renameSync(fresh, `${dir}/upper`);
+  ensureUpper(dir);
+  removeTree(fresh);
+  commitMeta(dir, j);
   removeTree(trash);
-  return finished;
+  return `finished an interrupted ${what} of sandbox ${j.sandbox} to ${j.id}`;
 }
