@@ -701,3 +701,27 @@ for (const [step, after] of [
     },
   );
 }
+
+gtest(
+  "concurrent snapshots of one sandbox serialize: every one lands, once, in one chain",
+  async (fx) => {
+    const h = home(fx);
+    await guest(h, fx, "s", "echo A > a.txt");
+    const ids = ["c1", "c2", "c3", "c4"];
+    const results = await Promise.all(ids.map((id) => cli(h, ["--sandbox", "s", "snapshot", id])));
+    for (const r of results) assert.equal(r.code, 0, show(r));
+    const chain = h.meta("s").chain ?? [];
+    assert.deepEqual([...chain].sort(), ids);
+    // Each snapshot's parent is the one below it in the chain: they went one after another.
+    for (const [i, id] of chain.entries()) {
+      assert.deepEqual(h.layerMeta(id).chain, chain.slice(i));
+      assert.equal(h.layerMeta(id).parent, chain[i + 1] ?? null);
+    }
+    // The guest's file is in exactly one of them (the first to run).
+    const holders = ids.filter((id) =>
+      existsSync(join(h.layer(id), "tree", fx.root.slice(1), "a.txt")),
+    );
+    assert.deepEqual(holders, [chain[chain.length - 1]]);
+    assertConsistent(h);
+  },
+);
