@@ -6,7 +6,7 @@
 // renamed into place; snapshots rm renames the layer away first. Every entry a killed process
 // can leave is named after its owner record, so the next command tells leftovers from live work.
 import { spawn } from "node:child_process";
-import { existsSync, mkdirSync, readdirSync, renameSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { CvisorError } from "../src/core/errors.js";
 import { ownerRecord, ownerRecordAlive } from "../src/sandbox/ephemeral.js";
@@ -584,6 +584,8 @@ export function recoverStore(opts: OpOptions = {}): string[] {
       for (const e of inner) {
         if (dead(e, ".trash~") || dead(e, ".reap~")) reap(`${path}/${e}`, opts);
         else if (dead(e, ".journal~") || dead(e, ".upper~")) removeTree(`${path}/${e}`);
+        else if (e.startsWith(".takeover~") && staleClaim(`${path}/${e}`))
+          removeTree(`${path}/${e}`);
       }
     } else if (dead(entry, ".tmp~")) {
       removeTree(path);
@@ -607,6 +609,15 @@ export function recoverStore(opts: OpOptions = {}): string[] {
     }
   }
   return said;
+}
+
+/** A takeover claim whose maker is dead (killed after finishing, before removing it). */
+function staleClaim(path: string): boolean {
+  try {
+    return !ownerRecordAlive(readFileSync(path, "utf8"));
+  } catch {
+    return false;
+  }
 }
 
 /** The read-only layer trees of a named sandbox, top first (for views of it outside a run). */
