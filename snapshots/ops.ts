@@ -142,6 +142,14 @@ export async function snapshot(
   for (;;) {
     const meta = settledMeta(dir, name, env);
     if (existsSync(`${base}/${lid}`)) throw taken();
+    const missing = meta.chain.find((l) => !existsSync(`${base}/${l}/tree`));
+    if (missing !== undefined) {
+      throw new CvisorError(
+        `sandbox ${name}: its layer ${missing} is missing (removed with snapshots rm --force): ` +
+          `reset it with cvisor --sandbox ${name} branch ID, or rm it`,
+        "ESTORE",
+      );
+    }
     const squash =
       meta.chain.length + 1 > SQUASH_THRESHOLD
         ? { id: newSquashId(), tmp: `.tmp~${ownerRecord()}` }

@@ -447,6 +447,10 @@ gtest(
     assert.ok(!existsSync(h.layer("one")));
     // What broke says so when used, and can be reset.
     assertOneLineError(
+      await cli(h, ["--sandbox", "c", "snapshot"]),
+      /sandbox c: its layer one is missing/,
+    );
+    assertOneLineError(
       await cvisor(["--sandbox", "c"], ["true"], { extraEnv: h.env }),
       /sandbox c: its layer one is missing/,
     );
