@@ -17,6 +17,7 @@
 // Usage: node scripts/bench.mjs [--rounds N] [--json FILE] [--only REGEX]
 //                               [--runners native,cvisor,bwrap,proot,runsc]
 //                               [--budget SECONDS]
+//        node scripts/bench.mjs --only snapshots   (scripts/bench/snapshots.mjs)
 // Per-run fixtures (a 200 MB file, a C source) live in a temp dir under
 // $CVISOR_BENCH_DIR (default /var/tmp), removed at exit and on SIGINT. The
 // git repository and the C project (scripts/bench/fixtures.mjs) are generated
@@ -709,6 +710,15 @@ async function main() {
       console.error(`bench: bad --only: ${oneLine(err)}`);
       return 2;
     }
+  }
+
+  // Store operations, not workloads: snapshot, branch, rollback on 100 vs 50 000 files.
+  if (args.only === "snapshots") {
+    const { benchSnapshots, formatSnapshots } = await import("./bench/snapshots.mjs");
+    const res = await benchSnapshots({ rounds: Math.min(rounds, 5) });
+    console.log(formatSnapshots(res));
+    if (args.json) fs.writeFileSync(args.json, JSON.stringify(res, null, 2) + "\n");
+    return 0;
   }
 
   const known = ["native", "cvisor", "bwrap", "proot", "runsc"];

@@ -1,4 +1,4 @@
-// Sandbox management commands (ls, rm, diff, export, cp): one module each, loaded only when
+// Sandbox management commands (ls, rm, diff, export, cp, snapshot, rollback, branch, snapshots): one module each, loaded only when
 // such a command runs (main.ts imports this lazily, off the run path).
 import { DEFAULT_NAMED_SANDBOX } from "../sandbox/store.js";
 import type { StoreCommandPlan } from "./plan.js";
@@ -21,5 +21,13 @@ export async function runStoreCommand(plan: StoreCommandPlan): Promise<number> {
       return (await import("./export.js")).exportLayer(plan);
     case "cp":
       return (await import("./cp.js")).cp(plan);
+    case "snapshot":
+      return (await import("./snapshot.js")).snapshot(plan);
+    case "rollback":
+      return (await import("./rollback.js")).rollback(plan);
+    case "branch":
+      return (await import("./branch.js")).branch(plan);
+    case "snapshots":
+      return (await import("./snapshots.js")).snapshots(plan);
   }
 }

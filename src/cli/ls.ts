@@ -1,4 +1,5 @@
-// `cvisor ls [--json]`: the named sandboxes, with size on disk, layers, created and last run.
+// `cvisor ls [--json]`: the named sandboxes, with size on disk, layers (the upper and the
+// snapshot layers under it), created and last run.
 import { listSandboxes } from "../sandbox/manage.js";
 import { EXIT_OK } from "./exit-codes.js";
 import { humanBytes } from "./human.js";
@@ -9,15 +10,17 @@ function when(iso: string | null): string {
   return iso.replace("T", " ").replace(/\.\d+Z$/, "Z");
 }
 
-export function ls(plan: StoreCommandPlan): Promise<number> {
+export async function ls(plan: StoreCommandPlan): Promise<number> {
+  // Interrupted snapshots and branches are finished (or undone) first, and said so.
+  (await import("./snapshot.js")).reportLeftovers();
   const list = listSandboxes();
   if (plan.json) {
     process.stdout.write(`${JSON.stringify(list)}\n`);
-    return Promise.resolve(EXIT_OK);
+    return EXIT_OK;
   }
   if (list.length === 0) {
     process.stdout.write("no sandboxes yet (cvisor --sandbox NAME -- CMD makes one)\n");
-    return Promise.resolve(EXIT_OK);
+    return EXIT_OK;
   }
   const rows = [
     ["NAME", "SIZE", "LAYERS", "CREATED", "LAST RUN", "RUNNING"],
@@ -39,5 +42,5 @@ export function ls(plan: StoreCommandPlan): Promise<number> {
         .trimEnd()}\n`,
     );
   }
-  return Promise.resolve(EXIT_OK);
+  return EXIT_OK;
 }

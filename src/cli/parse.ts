@@ -170,6 +170,48 @@ export function parseCli(
       storeCommand("cp", paths, opts),
     );
 
+  program
+    .command("snapshot")
+    .description(
+      "freeze the sandbox's changes (--sandbox, else 'default') into a read-only snapshot; prints its ID",
+    )
+    .argument("[id]", "the snapshot's ID (letters, digits, - _ .); generated when left out")
+    .option("--json", "print the snapshot as JSON")
+    .helpOption("-h, --help", "print this help")
+    .action((id: string | undefined, opts: { json?: boolean }) =>
+      storeCommand("snapshot", id === undefined ? [] : [id], opts),
+    );
+  program
+    .command("rollback")
+    .description(
+      "drop everything the sandbox (--sandbox, else 'default') changed after snapshot ID",
+    )
+    .argument("<id>", "a snapshot in the sandbox's history")
+    .option("--json", "print the result as JSON")
+    .helpOption("-h, --help", "print this help")
+    .action((id: string, opts: { json?: boolean }) => storeCommand("rollback", [id], opts));
+  program
+    .command("branch")
+    .description(
+      "make sandbox --sandbox NEW a branch of snapshot ID (sharing its layers); an existing NEW is reset onto it",
+    )
+    .argument("<id>", "the snapshot to branch from")
+    .option("--json", "print the result as JSON")
+    .helpOption("-h, --help", "print this help")
+    .action((id: string, opts: { json?: boolean }) => storeCommand("branch", [id], opts));
+  program
+    .command("snapshots")
+    .description("list snapshots (ls, the default) or remove them (rm [--force] ID...)")
+    .argument("[action]", "ls or rm")
+    .argument("[ids...]", "for rm: the snapshots to remove")
+    .option("--force", "rm: remove even what sandboxes or snapshots use (they break)")
+    .option("--json", "print the result as JSON")
+    .helpOption("-h, --help", "print this help")
+    .action(
+      (action: string | undefined, ids: string[], opts: { force?: boolean; json?: boolean }) =>
+        storeCommand("snapshots", [action ?? "ls", ...ids], opts),
+    );
+
   try {
     program.parse(own, { from: "user" });
   } catch (err) {

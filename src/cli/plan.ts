@@ -37,7 +37,8 @@ export interface DoctorPlan {
 /** A command that manages sandboxes (src/cli/commands.ts carries it out, loaded only then). */
 export interface StoreCommandPlan {
   kind: "command";
-  command: "ls" | "rm" | "diff" | "export" | "cp";
+  command:
+    "ls" | "rm" | "diff" | "export" | "cp" | "snapshot" | "rollback" | "branch" | "snapshots";
   /** The command's own arguments (names, paths). */
   operands: string[];
   /** The command's own options, as commander parsed them. */

@@ -1,11 +1,13 @@
-// `cvisor rm NAME... [--json]`: removes named sandboxes; refused for one a run is using.
+// `cvisor rm NAME... [--json]`: removes named sandboxes; refused for one a run is using. The
+// snapshot layers they use stay (cvisor snapshots rm removes those).
 import { CvisorError } from "../core/errors.js";
 import { removeSandbox } from "../sandbox/manage.js";
 import { writeStderr } from "./errors.js";
 import { EXIT_CVISOR, EXIT_OK } from "./exit-codes.js";
 import type { StoreCommandPlan } from "./plan.js";
 
-export function rm(plan: StoreCommandPlan): Promise<number> {
+export async function rm(plan: StoreCommandPlan): Promise<number> {
+  (await import("./snapshot.js")).reportLeftovers();
   const removed: string[] = [];
   const failed: { name: string; error: string }[] = [];
   for (const name of plan.operands) {
@@ -20,5 +22,5 @@ export function rm(plan: StoreCommandPlan): Promise<number> {
   }
   if (plan.json) process.stdout.write(`${JSON.stringify({ removed, failed })}\n`);
   else for (const name of removed) process.stdout.write(`${name}\n`);
-  return Promise.resolve(failed.length > 0 ? EXIT_CVISOR : EXIT_OK);
+  return failed.length > 0 ? EXIT_CVISOR : EXIT_OK;
 }

@@ -4,6 +4,7 @@ import { lstatSync, readdirSync, renameSync, rmSync } from "node:fs";
 import { CvisorError } from "../core/errors.js";
 import { ownerRecordAlive } from "./ephemeral.js";
 import { removeTree } from "./remove-tree.js";
+import { settleJournal } from "../../snapshots/journal.js";
 import { isSandboxName, readMeta, sandboxesDir, tag, validateSandboxName } from "./store.js";
 
 function errCode(err: unknown): string | undefined {
@@ -30,8 +31,10 @@ export interface SandboxInfo {
   name: string;
   /** Bytes its files take on disk (allocated blocks). */
   sizeBytes: number;
-  /** Layers of its own (the upper; snapshot layers come with snapshots). */
+  /** Layers: its upper and the snapshot layers under it. */
   layers: number;
+  /** The snapshot it was last set on (snapshot, rollback, branch), or null. */
+  base: string | null;
   created: string;
   lastRun: string | null;
   /** Runs using it now. */
@@ -57,7 +60,8 @@ export function listSandboxes(env: NodeJS.ProcessEnv = process.env): SandboxInfo
     out.push({
       name,
       sizeBytes: diskUsage(dir),
-      layers: 1,
+      layers: 1 + meta.chain.length,
+      base: meta.base,
       created: meta.created,
       lastRun: meta.lastRun,
       running: liveRuns(dir).length,
@@ -96,7 +100,8 @@ export function diskUsage(path: string): number {
 }
 
 /**
- * Removes a named sandbox. Refused while a run uses it. Atomic for everyone else: the directory
+ * Removes a named sandbox (never the snapshot layers it uses: snapshots rm removes those).
+ * Refused while a run uses it. Atomic for everyone else: the directory
  * is first renamed to sandboxes/.trash~<random> ("~" is not allowed in names), so the sandbox is
  * there whole or not at all, then deleted; leftovers of an interrupted removal are deleted by
  * the next one.
@@ -108,6 +113,8 @@ export function removeSandbox(name: string, env: NodeJS.ProcessEnv = process.env
   if (readMeta(dir, name) === undefined) {
     throw new CvisorError(`no sandbox named ${name} (cvisor ls lists them)`, "ENOSANDBOX");
   }
+  // A snapshot, rollback or branch under way: wait for it (or finish a killed one's).
+  settleJournal(dir, name, env);
   const live = liveRuns(dir);
   if (live.length > 0) {
     const pids = live.map((r) => r.split("-")[0]).join(", ");

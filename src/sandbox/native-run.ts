@@ -28,7 +28,8 @@ export function runSpec(
   argv: readonly string[],
   o: Readonly<SandboxOptions>,
   options: RunOptions,
-  layer: Pick<SandboxLayer, "name" | "upper" | "work" | "storage">,
+  layer: Pick<SandboxLayer, "name" | "upper" | "work" | "storage"> &
+    Partial<Pick<SandboxLayer, "lowers">>,
 ): Omit<native.RunSpec, "stdio"> {
   checkArgv(argv);
   const timeout = options.timeout ?? o.timeout;
@@ -44,6 +45,7 @@ export function runSpec(
     hide: hiddenPaths(o, options, layer.storage),
     hostname: layer.name,
     upper: { upper: layer.upper, work: layer.work },
+    ...(layer.lowers && layer.lowers.length > 0 ? { lowers: layer.lowers } : {}),
   };
 }
 

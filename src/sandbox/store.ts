@@ -3,9 +3,22 @@
 //                                             (whiteout: empty file .wh.<name>; opaque directory:
 //                                             holds .wh..wh..opq)
 //   $CVISOR_HOME/sandboxes/<name>/work/      private temp dir for atomic copy-ups (same filesystem)
-//   $CVISOR_HOME/sandboxes/<name>/meta.json  {"version":1,"name":...,"created":ISO,"lastRun":ISO|null}
+//   $CVISOR_HOME/sandboxes/<name>/meta.json  {"version":1|2,"name":...,"created":ISO,
+//                                             "lastRun":ISO|null, v2: "base":id|null,"chain":[lid...]}
+//   $CVISOR_HOME/layers/<lid>/{tree,meta.json} read-only snapshot layers (../../snapshots/)
 // A run without a name is ephemeral (./ephemeral.ts). openLayer/closeLayer are what a run uses.
-import { lstatSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import {
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  writeFileSync,
+} from "node:fs";
+// A cycle (journal.ts reads and writes meta.json through this module); neither side uses the
+// other at load time.
+import { settleJournal } from "../../snapshots/journal.js";
 import { CvisorError } from "../core/errors.js";
 import { cvisorHome, ephemeralRootCandidates } from "../paths.js";
 import { DEFAULT_SANDBOX_NAME } from "./env.js";
@@ -22,8 +35,12 @@ import { removeTree } from "./remove-tree.js";
 /** The sandbox the management commands (cp, diff, export) use without --sandbox, as cVisor does. */
 export const DEFAULT_NAMED_SANDBOX = "default";
 
-/** The store format this cvisor reads and writes (meta.json "version"). */
-export const STORE_VERSION = 1;
+/**
+ * The newest store format this cvisor reads (meta.json "version"). Version 1: no snapshot
+ * layers; version 2 adds base and chain. A sandbox without a chain is still written as version 1,
+ * so an older cvisor keeps using it; one with a chain as version 2, which an older one refuses.
+ */
+export const STORE_VERSION = 2;
 
 /** meta.json of a named sandbox. */
 export interface SandboxMeta {
@@ -33,6 +50,10 @@ export interface SandboxMeta {
   created: string;
   /** ISO 8601 end of the last run, or null before the first one ended. */
   lastRun: string | null;
+  /** The snapshot the sandbox was last set on (snapshot, rollback, branch), or null. */
+  base: string | null;
+  /** The read-only layers under the upper ($CVISOR_HOME/layers/<lid>/tree), top first. */
+  chain: string[];
 }
 
 /** The directories of a named sandbox. */
@@ -66,6 +87,28 @@ export function validateSandboxName(name: unknown): string {
 /** $CVISOR_HOME/sandboxes */
 export function sandboxesDir(env: NodeJS.ProcessEnv = process.env): string {
   return `${cvisorHome(env)}/sandboxes`;
+}
+
+/** $CVISOR_HOME/layers: snapshot layers, shared by the sandboxes whose chain names them. */
+export function layersDir(env: NodeJS.ProcessEnv = process.env): string {
+  return `${cvisorHome(env)}/layers`;
+}
+
+/** The tree directories of a chain (what a run mounts under the upper), top first. */
+export function chainTrees(
+  chain: readonly string[],
+  env: NodeJS.ProcessEnv = process.env,
+): string[] {
+  const base = layersDir(env);
+  return chain.map((lid) => `${base}/${lid}/tree`);
+}
+
+/** A layer id as stored: a snapshot id (a sandbox name) or a squash layer's "sq~..." id. */
+const LAYER_ID = /^(?:sq~)?[A-Za-z0-9._-]{1,64}$/;
+
+/** lid can name a directory in layers/ (not ".", "..", a temp or trash name). */
+export function isLayerId(lid: unknown): lid is string {
+  return typeof lid === "string" && LAYER_ID.test(lid) && lid !== "." && lid !== "..";
 }
 
 function errCode(err: unknown): string | undefined {
@@ -133,17 +176,49 @@ export function readMeta(dir: string, name: string): SandboxMeta | undefined {
   if (version > STORE_VERSION) {
     throw new CvisorError(
       `sandbox ${name} was made by a newer cvisor (store version ${version}; this one reads ` +
-        `version ${STORE_VERSION}): upgrade cvisor to use it`,
+        `up to version ${STORE_VERSION}): upgrade cvisor to use it`,
       "ESTORE_VERSION",
     );
   }
   const m = meta as Partial<SandboxMeta>;
+  let chain: string[] = [];
+  let base: string | null = null;
+  if (version >= 2) {
+    if (!Array.isArray(m.chain) || !m.chain.every(isLayerId)) throw damaged();
+    if (m.base !== null && m.base !== undefined && !isLayerId(m.base)) throw damaged();
+    chain = [...m.chain];
+    base = m.base ?? null;
+  }
   return {
     version,
     name: typeof m.name === "string" ? m.name : name,
     created: typeof m.created === "string" ? m.created : "",
     lastRun: typeof m.lastRun === "string" ? m.lastRun : null,
+    base,
+    chain,
   };
+}
+
+/** meta.json's text: version 1 while the sandbox has no snapshot layers, else version 2. */
+export function metaText(meta: Omit<SandboxMeta, "version">): string {
+  const { name, created, lastRun, base, chain } = meta;
+  const v1 = base === null && chain.length === 0;
+  const out = v1
+    ? { version: 1, name, created, lastRun }
+    : { version: 2, name, created, lastRun, base, chain };
+  return `${JSON.stringify(out)}\n`;
+}
+
+/** Replaces meta.json atomically (a temp file renamed over it). */
+export function writeMeta(dir: string, meta: Omit<SandboxMeta, "version">): void {
+  const tmp = `${dir}/.meta.json.${tag()}`;
+  try {
+    writeFileSync(tmp, metaText(meta), { mode: 0o600, flag: "wx" });
+    renameSync(tmp, `${dir}/meta.json`);
+  } catch (err) {
+    removeTree(tmp);
+    throw err;
+  }
 }
 
 function exists(path: string): boolean {
@@ -153,18 +228,16 @@ function exists(path: string): boolean {
 /** Builds a sandbox in a temp dir and renames it into place (losing a race is fine). */
 function create(base: string, dir: string, name: string): void {
   mkdirSync(base, { recursive: true, mode: 0o700 });
-  const tmp = `${base}/.tmp~${tag()}`;
+  // The owner record in the name: a leftover of a killed process is told from one being made.
+  const tmp = `${base}/.tmp~${ownerRecord()}`;
   try {
-    mkdirSync(tmp, { mode: 0o700 });
-    mkdirSync(`${tmp}/upper`, { mode: 0o700 });
-    mkdirSync(`${tmp}/work`, { mode: 0o700 });
-    const meta: SandboxMeta = {
-      version: STORE_VERSION,
+    buildSandboxDir(tmp, {
       name,
       created: new Date().toISOString(),
       lastRun: null,
-    };
-    writeFileSync(`${tmp}/meta.json`, `${JSON.stringify(meta)}\n`, { mode: 0o600, flag: "wx" });
+      base: null,
+      chain: [],
+    });
     renameSync(tmp, dir);
   } catch (err) {
     removeTree(tmp);
@@ -177,19 +250,20 @@ function create(base: string, dir: string, name: string): void {
   }
 }
 
+/** Makes a complete sandbox directory at path (upper/, work/, meta.json); path must not exist. */
+export function buildSandboxDir(path: string, meta: Omit<SandboxMeta, "version">): void {
+  mkdirSync(path, { mode: 0o700 });
+  mkdirSync(`${path}/upper`, { mode: 0o700 });
+  mkdirSync(`${path}/work`, { mode: 0o700 });
+  writeFileSync(`${path}/meta.json`, metaText(meta), { mode: 0o600, flag: "wx" });
+}
+
 /** Sets meta.json's lastRun (write a temp file, rename it over); a newer store is left alone. */
 export function touchLastRun(dir: string, name: string, when: Date = new Date()): void {
   const meta = readMeta(dir, name);
   if (meta === undefined) return; // removed meanwhile
   meta.lastRun = when.toISOString();
-  const tmp = `${dir}/.meta.json.${tag()}`;
-  try {
-    writeFileSync(tmp, `${JSON.stringify(meta)}\n`, { mode: 0o600, flag: "wx" });
-    renameSync(tmp, `${dir}/meta.json`);
-  } catch (err) {
-    removeTree(tmp);
-    throw err;
-  }
+  writeMeta(dir, meta);
 }
 
 /** The writable layer of one run, named or ephemeral. */
@@ -198,6 +272,8 @@ export interface SandboxLayer {
   name: string;
   upper: string;
   work: string;
+  /** The snapshot layers' trees under the upper, top first ([] for most sandboxes). */
+  lowers: string[];
   /** Where every sandbox is stored: always hidden from the guest, whatever --expose says. */
   storage: string[];
   named?: NamedSandbox;
@@ -212,6 +288,13 @@ export function openLayer(name?: string, env: NodeJS.ProcessEnv = process.env): 
   if (name !== undefined) {
     const named = openNamed(name, env);
     named.running = markRunning(named.dir);
+    let lowers: string[];
+    try {
+      lowers = namedLowers(named.dir, name, env);
+    } catch (err) {
+      if (named.running) rmSync(named.running, { force: true });
+      throw err;
+    }
     // Hidden all the same; if the root cannot be used now, every place it may be is.
     let roots: string[];
     try {
@@ -225,7 +308,8 @@ export function openLayer(name?: string, env: NodeJS.ProcessEnv = process.env): 
       name,
       upper: named.upper,
       work: named.work,
-      storage: [...roots.map((root) => `${root}/ephemeral`), sandboxesDir(env)],
+      lowers,
+      storage: [...roots.map((root) => `${root}/ephemeral`), sandboxesDir(env), layersDir(env)],
       named,
     };
   }
@@ -234,21 +318,49 @@ export function openLayer(name?: string, env: NodeJS.ProcessEnv = process.env): 
     name: DEFAULT_SANDBOX_NAME,
     upper: ephemeral.upper,
     work: ephemeral.work,
-    storage: [`${ephemeral.root}/ephemeral`, sandboxesDir(env)],
+    lowers: [],
+    storage: [`${ephemeral.root}/ephemeral`, sandboxesDir(env), layersDir(env)],
     ephemeral,
   };
+}
+
+/**
+ * The lower trees of a named sandbox a run is about to use. Called after the run's record is
+ * made: a snapshot, rollback or branch writes its journal before it looks for runs, so either it
+ * sees this run and refuses, or this sees its journal and waits for it (or finishes what a killed
+ * one left). meta.json is read after that, so the chain is the one the upper belongs to.
+ */
+function namedLowers(dir: string, name: string, env: NodeJS.ProcessEnv): string[] {
+  if (existsSync(`${dir}/journal.json`)) settleJournal(dir, name, env);
+  const meta = readMeta(dir, name);
+  if (meta === undefined) {
+    throw new CvisorError(`sandbox ${name} was removed while the run started`, "ENOSANDBOX");
+  }
+  const trees = chainTrees(meta.chain, env);
+  for (const [i, tree] of trees.entries()) {
+    if (!existsSync(tree)) {
+      throw new CvisorError(
+        `sandbox ${name}: its layer ${meta.chain[i] ?? ""} is missing (removed with ` +
+          `snapshots rm --force): reset it with cvisor --sandbox ${name} branch ID, or rm it`,
+        "ESTORE",
+      );
+    }
+  }
+  return trees;
 }
 
 /** Ends a run's layer: an ephemeral sandbox is removed, a named one's lastRun set. Never throws. */
 export function closeLayer(layer: SandboxLayer): void {
   if (layer.ephemeral) closeEphemeral(layer.ephemeral);
   if (layer.named) {
-    if (layer.named.running) rmSync(layer.named.running, { force: true });
+    // lastRun first, while the run record still keeps snapshots out: a snapshot's meta.json
+    // written between our read and our rename would be lost.
     try {
       touchLastRun(layer.named.dir, layer.name);
     } catch {
       // The run itself went fine; a stale lastRun is not worth failing it.
     }
+    if (layer.named.running) rmSync(layer.named.running, { force: true });
   }
 }
 

@@ -151,7 +151,11 @@ test("openLayer/closeLayer: a named layer's lastRun is set at the end", (t) => {
   const layer = openLayer("named-one", env);
   assert.equal(layer.name, "named-one");
   assert.equal(layer.upper, join(home, "sandboxes", "named-one", "upper"));
-  assert.deepEqual(layer.storage, [join(home, "ephemeral"), join(home, "sandboxes")]);
+  assert.deepEqual(layer.storage, [
+    join(home, "ephemeral"),
+    join(home, "sandboxes"),
+    join(home, "layers"),
+  ]);
   assert.equal(meta(join(home, "sandboxes", "named-one")).lastRun, null);
   closeLayer(layer);
   const lastRun = meta(join(home, "sandboxes", "named-one")).lastRun;

@@ -1,0 +1,24 @@
+// `cvisor --sandbox NEW branch ID [--json]`: NEW becomes a sandbox on snapshot ID's layers
+// (shared, not copied); an existing NEW is reset onto them (refused while it runs).
+import { branch as branchFrom } from "../../snapshots/ops.js";
+import { CliError } from "./errors.js";
+import { EXIT_CVISOR, EXIT_OK } from "./exit-codes.js";
+import type { StoreCommandPlan } from "./plan.js";
+import { reportLeftovers } from "./snapshot.js";
+
+export function branch(plan: StoreCommandPlan): Promise<number> {
+  if (plan.sandbox === undefined) {
+    throw new CliError(
+      "branch needs the new sandbox's name: cvisor --sandbox NEW branch ID (see cvisor --help)",
+      EXIT_CVISOR,
+    );
+  }
+  reportLeftovers();
+  const r = branchFrom(plan.sandbox, plan.operands[0] ?? "");
+  if (plan.json) process.stdout.write(`${JSON.stringify(r)}\n`);
+  else {
+    const how = r.created ? "made" : "reset";
+    process.stdout.write(`sandbox ${r.sandbox} ${how} on snapshot ${r.id}\n`);
+  }
+  return Promise.resolve(EXIT_OK);
+}
