@@ -43,6 +43,7 @@ import {
   writeLayerMeta,
   type LayerMeta,
 } from "./layers.js";
+import { squashLayers } from "./squash.js";
 
 /** squash.ts's squashLayers: merges trees (top first) into out, a directory it creates. */
 export type SquashFn = (trees: readonly string[], out: string) => void;
@@ -99,21 +100,6 @@ function lock(dir: string, j: Journal, seen: SandboxMeta, env: NodeJS.ProcessEnv
   return same;
 }
 
-/** Loads squash.ts when it is there (another part of issue 4 writes it). */
-async function defaultSquash(): Promise<SquashFn> {
-  const spec = "./squash.js";
-  try {
-    const mod = (await import(spec)) as { squashLayers?: SquashFn };
-    if (typeof mod.squashLayers === "function") return mod.squashLayers;
-  } catch {
-    // Fall through to the error below.
-  }
-  throw new CvisorError(
-    `this cvisor cannot squash a chain of more than ${SQUASH_THRESHOLD} layers`,
-    "ESTORE",
-  );
-}
-
 export interface SnapshotResult {
   id: string;
   sandbox: string;
@@ -154,7 +140,7 @@ export async function snapshot(
       meta.chain.length + 1 > SQUASH_THRESHOLD
         ? { id: newSquashId(), tmp: `.tmp~${ownerRecord()}` }
         : undefined;
-    const squashFn = squash ? (opts.squash ?? (await defaultSquash())) : undefined;
+    const squashFn = squash ? (opts.squash ?? squashLayers) : undefined;
     const owner = ownerRecord();
     const j: Journal = {
       version: 2,
@@ -626,12 +612,4 @@ function staleClaim(path: string): boolean {
   } catch {
     return false;
   }
-}
-
-/** The read-only layer trees of a named sandbox, top first (for views of it outside a run). */
-export function sandboxLowers(name: string, env: NodeJS.ProcessEnv = process.env): string[] {
-  const dir = sandboxDir(name, env);
-  const meta = readMeta(dir, name);
-  if (meta === undefined) throw noSandbox(name);
-  return chainTrees(meta.chain, env);
 }

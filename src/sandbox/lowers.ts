@@ -1,11 +1,13 @@
-// Where `diff`, `export` and `cp` get a named sandbox's read-only snapshot layers from.
-//
-// STUB, the one place to wire at merge: the store records each sandbox's chain of layers
-// (issue 4); until it does, a sandbox has none. Return the absolute layer tree directories
-// (`$CVISOR_HOME/layers/<id>/tree`), top first: the layer right under the upper comes first.
+// Where `diff`, `export` and `cp` get a named sandbox's read-only snapshot layers from: its
+// meta.json's chain (snapshots/ops.ts keeps it), as the tree directories a run mounts.
+import { basename, dirname } from "node:path";
+import { chainTrees, readMeta } from "./store.js";
 
 /** The read-only layers under a named sandbox's upper, top first (absolute tree directories). */
 export function sandboxLowers(sandbox: { dir: string }): string[] {
-  void sandbox;
-  return [];
+  const meta = readMeta(sandbox.dir, basename(sandbox.dir));
+  if (meta === undefined) return [];
+  // The store this sandbox belongs to: $CVISOR_HOME/sandboxes/<name>.
+  const home = dirname(dirname(sandbox.dir));
+  return chainTrees(meta.chain, { CVISOR_HOME: home });
 }

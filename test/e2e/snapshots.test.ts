@@ -34,8 +34,6 @@ import {
   type CliResult,
 } from "../helpers/repo.js";
 
-const LOWERS_TODO = "needs the C resolver to read snapshot layers (cv_run_add_lower)";
-
 interface Home {
   dir: string;
   env: Record<string, string>;
@@ -276,22 +274,18 @@ gtest(
   },
 );
 
-test(
-  "rollback restores the exact tree a guest saw: content, modes, deletions",
-  { todo: LOWERS_TODO },
-  () =>
-    guarded(async (fx) => {
-      const h = home(fx);
-      await guest(h, fx, "s", STATE_A);
-      const before = await guestTree(h, fx, "s");
-      await ok(h, ["--sandbox", "s", "snapshot", "snap1"]);
-      assert.equal(await guestTree(h, fx, "s"), before, "the same tree over the snapshot");
-      await guest(h, fx, "s", STATE_B);
-      assert.notEqual(await guestTree(h, fx, "s"), before);
-      await ok(h, ["--sandbox", "s", "rollback", "snap1"]);
-      assert.equal(await guestTree(h, fx, "s"), before);
-    }),
-);
+test("rollback restores the exact tree a guest saw: content, modes, deletions", () =>
+  guarded(async (fx) => {
+    const h = home(fx);
+    await guest(h, fx, "s", STATE_A);
+    const before = await guestTree(h, fx, "s");
+    await ok(h, ["--sandbox", "s", "snapshot", "snap1"]);
+    assert.equal(await guestTree(h, fx, "s"), before, "the same tree over the snapshot");
+    await guest(h, fx, "s", STATE_B);
+    assert.notEqual(await guestTree(h, fx, "s"), before);
+    await ok(h, ["--sandbox", "s", "rollback", "snap1"]);
+    assert.equal(await guestTree(h, fx, "s"), before);
+  }));
 
 gtest("branch twice from one snapshot: the branches diverge and share the layer", async (fx) => {
   const h = home(fx);
@@ -339,7 +333,7 @@ gtest("branch twice from one snapshot: the branches diverge and share the layer"
   assertConsistent(h);
 });
 
-test("branches read the snapshot's files through a run", { todo: LOWERS_TODO }, () =>
+test("branches read the snapshot's files through a run", () =>
   guarded(async (fx) => {
     const h = home(fx);
     await guest(h, fx, "s", STATE_A);
@@ -351,8 +345,7 @@ test("branches read the snapshot's files through a run", { todo: LOWERS_TODO }, 
     const r2 = await guest(h, fx, "b2", "cat a.txt; test -e data.bin || echo gone");
     assert.equal(r1.out, "A\none\ngone\n");
     assert.equal(r2.out, "A\ngone\n");
-  }),
-);
+  }));
 
 gtest("refusals: bad ids, unknown snapshots, taken ids, history, a running sandbox", async (fx) => {
   const h = home(fx);
@@ -664,7 +657,7 @@ gtest("a run that meets a killed snapshot's journal finishes it first and says s
   assertConsistent(h);
 });
 
-// The squash steps need a merge function: a library child with the fallback (or the real one).
+// The squash steps run the library in a child process (killed at the step).
 for (const [step, after] of [
   ["snapshot:squash-built", false],
   ["snapshot:squash-placed", false],
@@ -682,8 +675,7 @@ for (const [step, after] of [
       assert.equal(h.meta("s").chain?.length, 8);
       const child = `
       const { snapshot } = await import(${JSON.stringify(join(repoRoot, "dist/snapshots/ops.js"))});
-      const { squashForTests } = await import(${JSON.stringify(join(repoRoot, "dist/test/unit/snapshots-squash-fallback.js"))});
-      await snapshot("s", "n9", { squash: await squashForTests() });
+      await snapshot("s", "n9");
     `;
       const killed = await runProcess(process.execPath, ["--input-type=module", "-e", child], {
         extraEnv: { ...h.env, CVISOR_TEST_CRASH_AT: step },

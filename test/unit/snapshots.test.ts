@@ -23,7 +23,7 @@ import { settleJournal } from "../../snapshots/journal.js";
 import { newSnapshotId, SQUASH_THRESHOLD, validateSnapshotId } from "../../snapshots/layers.js";
 import { branch, listSnapshots, removeSnapshot, rollback, snapshot } from "../../snapshots/ops.js";
 import { tempRoot } from "../helpers/repo.js";
-import { squashForTests } from "./snapshots-squash-fallback.js";
+import { squashLayers } from "../../snapshots/squash.js";
 
 function store(t: TestContext): { home: string; env: NodeJS.ProcessEnv } {
   const home = mkdtempSync(join(tempRoot(), "cvisor-unit-snap-"));
@@ -101,7 +101,7 @@ test("snapshot ids: user ids follow the name rules, generated ones are unique", 
 
 test(`a chain longer than ${SQUASH_THRESHOLD} is squashed for the new snapshot; older ones keep theirs`, async (t) => {
   const { home, env } = store(t);
-  const squash = await squashForTests();
+  const squash = squashLayers;
   const sb = openNamed("s", env);
   put(sb.upper, "keep", "0");
   put(sb.upper, "gone", "0");
