@@ -315,8 +315,10 @@ static int same_dir(const struct cv_dirsnap *s, int l, int fd) {
 
 int cv_dirsnap_matches_stack(const struct cv_dirsnap *s, const int *fds, int nl) {
     if (nl != s->nl) return 0;
+    /* Every layer it was built from is still the same directory; a layer that appeared since
+     * (the upper twin made by a deletion during the listing) does not make it another one. */
     for (int l = 0; l < nl; l++)
-        if (!same_dir(s, l, fds[l])) return 0;
+        if (s->has[l] && !same_dir(s, l, fds[l])) return 0;
     return 1;
 }
 

@@ -63,8 +63,10 @@ size_t cv_dirsnap_count(const struct cv_dirsnap *s);
 const struct cv_dirent *cv_dirsnap_entry(const struct cv_dirsnap *s, uint32_t i);
 /* Bytes the snapshot occupies (what the slot table charges for it). */
 size_t cv_dirsnap_size(const struct cv_dirsnap *s);
-/* 1 when s was built from these directories (same st_dev/st_ino per layer, -1
- * matching -1), else 0. The skip callback is not part of the identity. */
+/* 1 when s was built from these directories: each layer it was built from is the same
+ * directory (st_dev/st_ino) at the same place; a layer it did not have may have appeared since
+ * (a listing goes on over the upper twin its guest's deletions made). Else 0. The skip callback
+ * is not part of the identity. */
 int cv_dirsnap_matches(const struct cv_dirsnap *s, int upper_fd, int lower_fd);
 int cv_dirsnap_matches_stack(const struct cv_dirsnap *s, const int *fds, int nl);
 void cv_dirsnap_ref(struct cv_dirsnap *s);
