@@ -18,6 +18,7 @@
 //                               [--runners native,cvisor,bwrap,proot,runsc]
 //                               [--budget SECONDS]
 //        node scripts/bench.mjs --only snapshots   (scripts/bench/snapshots.mjs)
+//        node scripts/bench.mjs --only layers      (scripts/bench/layers.mjs)
 // Per-run fixtures (a 200 MB file, a C source) live in a temp dir under
 // $CVISOR_BENCH_DIR (default /var/tmp), removed at exit and on SIGINT. The
 // git repository and the C project (scripts/bench/fixtures.mjs) are generated
@@ -710,6 +711,15 @@ async function main() {
       console.error(`bench: bad --only: ${oneLine(err)}`);
       return 2;
     }
+  }
+
+  // stat() through a chain of 8 snapshot layers vs 1 (the guest's own timing).
+  if (args.only === "layers") {
+    const { benchLayers, formatLayers } = await import("./bench/layers.mjs");
+    const res = await benchLayers({ rounds: Math.min(rounds, 7) });
+    console.log(formatLayers(res));
+    if (args.json) fs.writeFileSync(args.json, JSON.stringify(res, null, 2) + "\n");
+    return 0;
   }
 
   // Store operations, not workloads: snapshot, branch, rollback on 100 vs 50 000 files.
