@@ -13,6 +13,15 @@ export function cvisorHome(env: NodeJS.ProcessEnv = process.env): string {
   return `${trimSlashes(dataHome)}/cvisor`;
 }
 
+/**
+ * The default disk cache (`cvisor cache --cache-backend disk`): $CVISOR_CACHE_DIR, else
+ * $CVISOR_HOME/cache (inside the state directory, so guests never see it by default).
+ */
+export function cacheDir(env: NodeJS.ProcessEnv = process.env): string {
+  if (env.CVISOR_CACHE_DIR) return env.CVISOR_CACHE_DIR;
+  return `${cvisorHome(env)}/cache`;
+}
+
 /** A path without trailing slashes ("/" stays "", which callers join as "/x"). */
 function trimSlashes(dir: string): string {
   let end = dir.length;

@@ -1,4 +1,4 @@
-// Sandbox management commands (ls, rm, diff, export, cp, snapshot, rollback, branch, snapshots): one module each, loaded only when
+// Sandbox management commands (ls, rm, diff, export, cp, snapshot, rollback, branch, snapshots, cache): one module each, loaded only when
 // such a command runs (main.ts imports this lazily, off the run path).
 import { DEFAULT_NAMED_SANDBOX } from "../sandbox/store.js";
 import type { StoreCommandPlan } from "./plan.js";
@@ -29,5 +29,7 @@ export async function runStoreCommand(plan: StoreCommandPlan): Promise<number> {
       return (await import("./branch.js")).branch(plan);
     case "snapshots":
       return (await import("./snapshots.js")).snapshots(plan);
+    case "cache":
+      return (await import("./cache.js")).cache(plan);
   }
 }

@@ -211,6 +211,7 @@ export function parseCli(
       (action: string | undefined, ids: string[], opts: { force?: boolean; json?: boolean }) =>
         storeCommand("snapshots", [action ?? "ls", ...ids], opts),
     );
+  addCacheCommands(program, storeCommand);
 
   try {
     program.parse(own, { from: "user" });
@@ -233,4 +234,79 @@ function strayPlan(stray: readonly string[]): ErrorPlan {
   return usageError(
     `unknown command '${word}' (to run a program: cvisor [options] -- ${word} ...)`,
   );
+}
+
+type StoreCommand = (
+  name: StoreCommandPlan["command"],
+  operands: string[],
+  options: StoreCommandPlan["options"],
+) => void;
+
+/** `cvisor [--sandbox NAME] cache save|restore|ls|rm` (src/cli/cache.ts carries them out). */
+function addCacheCommands(program: Command, storeCommand: StoreCommand): void {
+  const cache = program
+    .command("cache")
+    .description(
+      "directory caches for CI: save a directory (host, or sb:/DIR of the sandbox) under a key, restore it later",
+    )
+    .helpOption("-h, --help", "print this help");
+  const common = (c: Command): Command =>
+    c
+      .option(
+        "--cache-backend <spec>",
+        "where entries live: disk (default), disk:/PATH or s3://BUCKET/PREFIX (else $CVISOR_CACHE_BACKEND)",
+      )
+      .option("--read-only", "refuse to write to the backend")
+      .option("--json", "print a summary as JSON")
+      .helpOption("-h, --help", "print this help");
+  const run =
+    (sub: string) =>
+    (...args: unknown[]): void => {
+      // commander passes the operands, then the options, then the command.
+      const opts = args[args.length - 2] as StoreCommandPlan["options"];
+      const operands = args
+        .slice(0, -2)
+        .flatMap((a) =>
+          Array.isArray(a) ? (a as string[]) : a === undefined ? [] : [a as string],
+        );
+      storeCommand("cache", [sub, ...operands], opts);
+    };
+  common(
+    cache
+      .command("save")
+      .description("save the directory PATH as the cache entry KEY (never replaces an entry)")
+      .argument("<key>", "the entry's key (at most 512 characters)")
+      .argument("<path>", "a host directory, or sb:/DIR in the sandbox (--sandbox, else 'default')")
+      .option("--format <format>", "gzip (default), zstd, estargz or none")
+      .option("--no-ignore", "save what .gitignore and .dockerignore exclude too")
+      .option("--force", "replace an existing entry of that key"),
+  ).action(run("save"));
+  common(
+    cache
+      .command("restore")
+      .description(
+        "replace the directory PATH with the entry KEY, else the newest entry whose key starts with KEY, else with each --restore-key in order",
+      )
+      .argument("<key>", "the key to look up")
+      .argument("<path>", "a host directory, or sb:/DIR in the sandbox (--sandbox, else 'default')")
+      .option(
+        "--restore-key <prefix>",
+        "a key prefix to fall back to; repeatable, tried in order",
+        (value: string, previous: string[] | undefined) => [...(previous ?? []), value],
+      )
+      .option("--fail-on-miss", "exit 1 when no entry matches"),
+  ).action(run("restore"));
+  common(
+    cache
+      .command("ls")
+      .description("list the entries (whose key starts with PREFIX), newest first")
+      .argument("[prefix]", "a key prefix"),
+  ).action(run("ls"));
+  common(
+    cache
+      .command("rm")
+      .description("remove the entry KEY (or every entry with --all)")
+      .argument("[key]", "the entry to remove")
+      .option("--all", "remove every entry"),
+  ).action(run("rm"));
 }

@@ -38,7 +38,16 @@ export interface DoctorPlan {
 export interface StoreCommandPlan {
   kind: "command";
   command:
-    "ls" | "rm" | "diff" | "export" | "cp" | "snapshot" | "rollback" | "branch" | "snapshots";
+    | "ls"
+    | "rm"
+    | "diff"
+    | "export"
+    | "cp"
+    | "snapshot"
+    | "rollback"
+    | "branch"
+    | "snapshots"
+    | "cache";
   /** The command's own arguments (names, paths). */
   operands: string[];
   /** The command's own options, as commander parsed them. */

@@ -1,0 +1,269 @@
+// The disk cache backend (`--cache-backend disk` or `disk:/PATH`): one directory per entry,
+//
+//   ROOT/entries/<sha256 of the key>/archive     the archive bytes as stored
+//   ROOT/entries/<sha256 of the key>/meta.json   its EntryMeta (the key itself is inside)
+//   ROOT/tmp/<random>/                           an entry being written
+//   ROOT/trash/<random>/                         an entry being removed or replaced
+//
+// An entry is written whole in tmp/ (archive and meta.json, both fsynced) and renamed into
+// entries/ in one step: readers see all of it or nothing, and the rename itself refuses an
+// existing entry (ENOTEMPTY), so two writers of one key cannot both win. Removing renames the
+// entry into trash/ first. Keys are hashed for their directory names (a key may be 512
+// characters and hold '/'), so a key never names a path.
+import { createHash, randomBytes } from "node:crypto";
+import {
+  closeSync,
+  createReadStream,
+  fsyncSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  statSync,
+  writeSync,
+} from "node:fs";
+import { open } from "node:fs/promises";
+import type { Readable } from "node:stream";
+import { CvisorError } from "../../src/core/errors.js";
+import {
+  CacheExistsError,
+  CacheReadOnlyError,
+  type CacheBackend,
+  type CacheFormat,
+  type EntryMeta,
+  type NewEntry,
+} from "../backend.js";
+
+const FORMATS: readonly CacheFormat[] = ["gzip", "zstd", "estargz", "none"];
+/** tmp/ and trash/ leftovers older than this (a killed save or rm) are removed by the next put. */
+const STALE_MS = 24 * 3600 * 1000;
+
+function errCode(err: unknown): string | undefined {
+  return (err as NodeJS.ErrnoException | undefined)?.code;
+}
+
+function keyDir(key: string): string {
+  return createHash("sha256").update(key).digest("hex");
+}
+
+function tag(): string {
+  return `${process.pid.toString(36)}-${randomBytes(6).toString("hex")}`;
+}
+
+/** A metadata record as read from disk, if it is one. */
+export function parseMeta(text: string): EntryMeta | undefined {
+  let v: unknown;
+  try {
+    v = JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+  if (typeof v !== "object" || v === null) return undefined;
+  const m = v as Record<string, unknown>;
+  if (
+    typeof m.key !== "string" ||
+    typeof m.format !== "string" ||
+    !FORMATS.includes(m.format as CacheFormat) ||
+    typeof m.size !== "number" ||
+    typeof m.sha256 !== "string" ||
+    typeof m.created !== "string" ||
+    Number.isNaN(Date.parse(m.created))
+  ) {
+    return undefined;
+  }
+  return v as EntryMeta;
+}
+
+export class DiskBackend implements CacheBackend {
+  readonly description: string;
+
+  constructor(
+    readonly root: string,
+    readonly readOnly: boolean,
+  ) {
+    this.description = `disk:${root}`;
+  }
+
+  private fail(err: unknown, what: string): never {
+    if (err instanceof CvisorError) throw err;
+    const message = err instanceof Error ? err.message : String(err);
+    throw new CvisorError(`cache backend ${this.description}: ${what}: ${message}`, "ECACHE", {
+      cause: err,
+    });
+  }
+
+  private entryPath(key: string): string {
+    return `${this.root}/entries/${keyDir(key)}`;
+  }
+
+  private readMeta(dir: string): EntryMeta | undefined {
+    let text: string;
+    try {
+      text = readFileSync(`${dir}/meta.json`, "utf8");
+    } catch (err) {
+      const c = errCode(err);
+      if (c === "ENOENT" || c === "ENOTDIR") return undefined;
+      throw err;
+    }
+    return parseMeta(text);
+  }
+
+  async list(prefix: string): Promise<EntryMeta[]> {
+    const out: EntryMeta[] = [];
+    let names: string[];
+    try {
+      names = readdirSync(`${this.root}/entries`);
+    } catch (err) {
+      if (errCode(err) === "ENOENT") return out;
+      this.fail(err, "cannot list entries");
+    }
+    for (const name of names) {
+      try {
+        const meta = this.readMeta(`${this.root}/entries/${name}`);
+        if (meta && meta.key.startsWith(prefix) && keyDir(meta.key) === name) out.push(meta);
+      } catch (err) {
+        this.fail(err, `cannot read entry ${name}`);
+      }
+    }
+    return out;
+  }
+
+  async stat(key: string): Promise<EntryMeta | undefined> {
+    try {
+      const meta = this.readMeta(this.entryPath(key));
+      return meta?.key === key ? meta : undefined;
+    } catch (err) {
+      this.fail(err, `cannot read entry ${key}`);
+    }
+  }
+
+  async open(key: string): Promise<Readable> {
+    const path = `${this.entryPath(key)}/archive`;
+    try {
+      // Opened now, so a missing archive fails here and not in the middle of a restore.
+      const handle = await open(path, "r");
+      return createReadStream("", { fd: handle.fd, highWaterMark: 1 << 20 }).on("close", () => {
+        void handle.close().catch(() => undefined);
+      });
+    } catch (err) {
+      if (errCode(err) === "ENOENT") {
+        throw new CvisorError(
+          `cache backend ${this.description}: entry ${key} has no archive`,
+          "ENOENT",
+        );
+      }
+      this.fail(err, `cannot open entry ${key}`);
+    }
+  }
+
+  async put(entry: NewEntry, body: Readable, options: { force: boolean }): Promise<EntryMeta> {
+    if (this.readOnly) {
+      body.destroy();
+      throw new CacheReadOnlyError(this.description);
+    }
+    const final = this.entryPath(entry.key);
+    if (!options.force && (await this.stat(entry.key)) !== undefined) {
+      body.destroy();
+      throw new CacheExistsError(this.description, entry.key);
+    }
+    let tmp: string;
+    try {
+      for (const sub of ["entries", "tmp", "trash"]) {
+        mkdirSync(`${this.root}/${sub}`, { recursive: true, mode: 0o700 });
+      }
+      this.sweep();
+      tmp = `${this.root}/tmp/${tag()}`;
+      mkdirSync(tmp, { mode: 0o700 });
+    } catch (err) {
+      body.destroy();
+      this.fail(err, "cannot write");
+    }
+    try {
+      const hash = createHash("sha256");
+      let size = 0;
+      const fd = openSync(`${tmp}/archive`, "wx", 0o600);
+      try {
+        for await (const chunk of body) {
+          const buf = chunk as Buffer;
+          hash.update(buf);
+          size += buf.length;
+          for (let done = 0; done < buf.length;) done += writeSync(fd, buf, done);
+        }
+        fsyncSync(fd);
+      } finally {
+        closeSync(fd);
+      }
+      const meta: EntryMeta = { ...entry, size, sha256: hash.digest("hex") };
+      const mfd = openSync(`${tmp}/meta.json`, "wx", 0o600);
+      try {
+        writeSync(mfd, `${JSON.stringify(meta, null, 2)}\n`);
+        fsyncSync(mfd);
+      } finally {
+        closeSync(mfd);
+      }
+      this.place(tmp, final, entry.key, options.force);
+      return meta;
+    } catch (err) {
+      rmSync(tmp, { recursive: true, force: true });
+      if (err instanceof CvisorError) throw err;
+      // An error of the body (the archive being made) is the caller's, not the backend's.
+      if (body.errored) throw err;
+      this.fail(err, `cannot write entry ${entry.key}`);
+    }
+  }
+
+  /** Renames the finished entry tmp to final (replacing an existing one only with force). */
+  private place(tmp: string, final: string, key: string, force: boolean): void {
+    try {
+      renameSync(tmp, final);
+      return;
+    } catch (err) {
+      const c = errCode(err);
+      if (c !== "ENOTEMPTY" && c !== "EEXIST") throw err;
+      if (!force) throw new CacheExistsError(this.description, key);
+    }
+    const trash = `${this.root}/trash/${tag()}`;
+    renameSync(final, trash);
+    renameSync(tmp, final);
+    rmSync(trash, { recursive: true, force: true });
+  }
+
+  /** Removes what killed saves and removals left in tmp/ and trash/ long ago. */
+  private sweep(): void {
+    const now = Date.now();
+    for (const sub of ["tmp", "trash"]) {
+      for (const name of readdirSync(`${this.root}/${sub}`)) {
+        const path = `${this.root}/${sub}/${name}`;
+        const st = statSync(path, { throwIfNoEntry: false });
+        if (st && now - st.mtimeMs > STALE_MS) rmSync(path, { recursive: true, force: true });
+      }
+    }
+  }
+
+  async remove(key: string): Promise<boolean> {
+    if (this.readOnly) throw new CacheReadOnlyError(this.description);
+    const final = this.entryPath(key);
+    try {
+      if (this.readMeta(final)?.key !== key) return false;
+      mkdirSync(`${this.root}/trash`, { recursive: true, mode: 0o700 });
+      const trash = `${this.root}/trash/${tag()}`;
+      try {
+        renameSync(final, trash);
+      } catch (err) {
+        if (errCode(err) === "ENOENT") return false; // removed meanwhile
+        throw err;
+      }
+      rmSync(trash, { recursive: true, force: true });
+      return true;
+    } catch (err) {
+      this.fail(err, `cannot remove entry ${key}`);
+    }
+  }
+}
+
+/** Opens the disk backend at root (made on the first save). */
+export function openDiskBackend(root: string, options: { readOnly: boolean }): CacheBackend {
+  return new DiskBackend(root, options.readOnly);
+}

@@ -1,0 +1,30 @@
+// `--format zstd`: the tar stream through zstd-napi (libzstd, level 3 like zstd(1)). The native
+// module is imported only when a zstd archive is made or read.
+import type { Transform } from "node:stream";
+import { CvisorError } from "../../src/core/errors.js";
+import type { Codec } from "./codec.js";
+
+type ZstdModule = typeof import("zstd-napi");
+
+let loaded: ZstdModule | undefined;
+
+async function zstd(): Promise<ZstdModule> {
+  if (loaded) return loaded;
+  try {
+    loaded = await import("zstd-napi");
+  } catch (err) {
+    const message = err instanceof Error ? err.message.split("\n")[0] : String(err);
+    throw new CvisorError(`--format zstd: cannot load zstd-napi (${message})`, "ENOTSUP", {
+      cause: err,
+    });
+  }
+  return loaded;
+}
+
+export const zstdCodec: Codec = {
+  name: "zstd",
+  magic: Buffer.from([0x28, 0xb5, 0x2f, 0xfd]),
+  encoder: async (): Promise<Transform> =>
+    new (await zstd()).CompressStream({ compressionLevel: 3, checksumFlag: true }),
+  decoder: async (): Promise<Transform> => new (await zstd()).DecompressStream(),
+};

@@ -1,0 +1,179 @@
+// Where a restored tree goes. A restore never extracts over the destination: it extracts into a
+// temporary directory on the destination's filesystem, and only when the archive was whole,
+// verified and safe does it swap that directory in for the destination (renames: the old
+// directory is moved aside, the new one moved in, the old one removed). So the destination is
+// replaced, not merged into: after `cache restore K dir`, dir holds exactly what the entry held
+// (actions/cache extracts over and leaves stale files; a build cache with stale files is a
+// poisoned one). A failed restore leaves the destination as it was.
+//  - host directory: the temporary directory is a sibling (DIR/../.cvisor-restore~*); the parent
+//    is made if missing; a destination that is not a directory is refused.
+//  - sb:/DIR: the temporary directory is in the sandbox's work/ (the upper's filesystem); the new
+//    directory becomes DIR in the upper layer, opaque (`.wh..wh..opq`) when the host has a
+//    directory there, so no host entries show through; upper directories missing on the way are
+//    made as copy-in makes them (the host directory's mode and times); a whiteout of DIR goes.
+import {
+  chmodSync,
+  lstatSync,
+  mkdirSync,
+  realpathSync,
+  renameSync,
+  rmdirSync,
+  unlinkSync,
+  utimesSync,
+  writeFileSync,
+} from "node:fs";
+import { dirname, resolve } from "node:path";
+import { randomBytes } from "node:crypto";
+import { CvisorError } from "../src/core/errors.js";
+import { OPAQUE_MARKER, WHITEOUT_PREFIX } from "../src/sandbox/changes.js";
+import { at, errCode, lstatAt, openDirAt } from "../src/sandbox/fd-path.js";
+import { removeTree } from "../src/sandbox/remove-tree.js";
+import { MergedView, ViewError, type ViewDir } from "../src/sandbox/view.js";
+
+function tag(): string {
+  return `${process.pid.toString(36)}${randomBytes(5).toString("hex")}`;
+}
+
+/** A destination, checked, and the temporary directory to extract into (made, empty, 0700). */
+export interface Staging {
+  tmp: string;
+  /** Swaps tmp in for the destination. */
+  commit(): void;
+  /** Removes tmp (after a failure). */
+  abort(): void;
+}
+
+/** Prepares a restore into a host directory. */
+export function stageHost(path: string): Staging {
+  let dst = resolve(path);
+  const st = lstatSync(dst, { throwIfNoEntry: false });
+  if (st?.isSymbolicLink()) dst = realpathSync(dst); // the user named it: restore where it leads
+  const there = lstatSync(dst, { throwIfNoEntry: false });
+  if (there && !there.isDirectory()) {
+    throw new CvisorError(`${path}: exists and is not a directory`, "ENOTDIR");
+  }
+  mkdirSync(dirname(dst), { recursive: true });
+  const tmp = `${dirname(dst)}/.cvisor-restore~${tag()}`;
+  mkdirSync(tmp, { mode: 0o700 });
+  return {
+    tmp,
+    commit() {
+      const old = `${dirname(dst)}/.cvisor-old~${tag()}`;
+      let moved = false;
+      try {
+        renameSync(dst, old);
+        moved = true;
+      } catch (err) {
+        if (errCode(err) !== "ENOENT") throw err;
+      }
+      try {
+        renameSync(tmp, dst);
+      } catch (err) {
+        if (moved) renameSync(old, dst);
+        throw err;
+      }
+      if (moved) removeTree(old);
+    },
+    abort() {
+      removeTree(tmp);
+    },
+  };
+}
+
+/** The upper directory of a view directory, made (like copy-in makes it) when missing. */
+function upperOf(view: MergedView, dir: ViewDir, work: string): number {
+  if (dir.upperFd !== undefined) return dir.upperFd;
+  if (dir.parent === undefined) throw new CvisorError("the sandbox has no upper layer", "ECACHE");
+  const parentFd = upperOf(view, dir.parent, work);
+  const tmp = `${work}/cache~${tag()}`;
+  mkdirSync(tmp, { mode: 0o700 });
+  try {
+    chmodSync(tmp, dir.st.mode & 0o7777);
+    utimesSync(tmp, dir.st.atime, dir.st.mtime);
+    renameSync(tmp, at(parentFd, dir.name));
+  } catch (err) {
+    rmdirSync(tmp);
+    const c = errCode(err);
+    if (c !== "ENOTEMPTY" && c !== "EEXIST") throw err; // a run made it meanwhile: use theirs
+  }
+  const fd = openDirAt(parentFd, dir.name);
+  view.adopt(dir, fd);
+  return fd;
+}
+
+/** Prepares a restore into sb:VPATH of the sandbox whose layer is {upper, work}. */
+export function stageSandbox(
+  layer: { upper: string; work: string },
+  vpath: string,
+  hidden: readonly string[],
+): Staging {
+  const view = new MergedView(layer.upper, { hidden });
+  let parent: ViewDir;
+  let name: string;
+  try {
+    let r;
+    try {
+      r = view.resolve(vpath, true);
+    } catch (err) {
+      if (err instanceof ViewError) throw new CvisorError(`sb:${err.message}`, err.code);
+      throw err;
+    }
+    if (r.entry && !r.entry.st.isDirectory()) {
+      throw new CvisorError(`sb:${vpath}: exists and is not a directory`, "ENOTDIR");
+    }
+    if (r.entry?.open === view.root || r.name === "") {
+      throw new CvisorError(`sb:${vpath}: cannot restore over the sandbox's root`, "EUSAGE");
+    }
+    if (r.name.startsWith(WHITEOUT_PREFIX)) {
+      throw new CvisorError(`sb:${vpath}: names starting with .wh. are reserved`, "EUSAGE");
+    }
+    parent = r.parent;
+    name = r.name;
+  } catch (err) {
+    view.dispose();
+    throw err;
+  }
+  mkdirSync(layer.work, { recursive: true, mode: 0o700 });
+  const tmp = `${layer.work}/cache~${tag()}`;
+  mkdirSync(tmp, { mode: 0o700 });
+  return {
+    tmp,
+    commit() {
+      try {
+        const hostDir = parent.host === undefined ? undefined : `${parent.host}/${name}`;
+        if (hostDir !== undefined && lstatSync(hostDir, { throwIfNoEntry: false })?.isDirectory()) {
+          const st = lstatSync(tmp);
+          chmodSync(tmp, 0o700);
+          writeFileSync(`${tmp}/${OPAQUE_MARKER}`, "", { flag: "wx", mode: 0o600 });
+          chmodSync(tmp, st.mode & 0o7777);
+          utimesSync(tmp, st.atime, st.mtime);
+        }
+        const parentFd = upperOf(view, parent, layer.work);
+        let old: string | undefined;
+        if (lstatAt(parentFd, name) !== undefined) {
+          old = `${layer.work}/cache-old~${tag()}`;
+          renameSync(at(parentFd, name), old);
+        }
+        try {
+          renameSync(tmp, at(parentFd, name));
+        } catch (err) {
+          if (old !== undefined) renameSync(old, at(parentFd, name));
+          throw err;
+        }
+        try {
+          unlinkSync(at(parentFd, `${WHITEOUT_PREFIX}${name}`));
+        } catch (err) {
+          const c = errCode(err);
+          if (c !== "ENOENT" && c !== "ENAMETOOLONG") throw err;
+        }
+        if (old !== undefined) removeTree(old);
+      } finally {
+        view.dispose();
+      }
+    },
+    abort() {
+      view.dispose();
+      removeTree(tmp);
+    },
+  };
+}

@@ -1,0 +1,155 @@
+// `cache save KEY PATH`: a directory tree (host, or sb:/DIR of a sandbox's merged view) packed
+// by ./format/pack.ts into tar-stream, encoded by the format's codec and streamed into the
+// backend's put, all at once: nothing is buffered whole, in memory or on disk.
+import { statSync, type Stats } from "node:fs";
+import { PassThrough } from "node:stream";
+import { pack as tarPack } from "tar-stream";
+import { CvisorError } from "../src/core/errors.js";
+import { identity } from "../src/sandbox/fd-path.js";
+import { MergedView, ViewError } from "../src/sandbox/view.js";
+import type { Skipped } from "../src/sandbox/copy-tree.js";
+import { VERSION } from "../src/version.js";
+import {
+  CacheReadOnlyError,
+  validateKey,
+  type CacheBackend,
+  type CacheFormat,
+  type EntryMeta,
+  type NewEntry,
+} from "./backend.js";
+import { DiskBackend } from "./backends/disk.js";
+import { codecOf } from "./format/codec.js";
+import { EstargzWriter } from "./format/estargz.js";
+import {
+  HostSource,
+  packTree,
+  ViewSource,
+  type HostEntry,
+  type PackReport,
+} from "./format/pack.js";
+
+export type CacheSource =
+  | { kind: "host"; path: string }
+  | { kind: "sb"; upper: string; vpath: string; hidden: readonly string[] };
+
+export interface SaveOptions {
+  format: CacheFormat;
+  /** Honour .gitignore/.dockerignore (default true). */
+  ignore?: boolean;
+  force?: boolean;
+  onSkip?: (s: Skipped) => void;
+  /** Bytes of file contents read so far, and archive bytes written. */
+  onProgress?: (read: number, written: number) => void;
+}
+
+export type SaveResult =
+  { saved: true; meta: EntryMeta; report: PackReport } | { saved: false; existing: EntryMeta };
+
+function errMessage(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}
+
+export async function saveCache(
+  backend: CacheBackend,
+  key: string,
+  source: CacheSource,
+  opts: SaveOptions,
+): Promise<SaveResult> {
+  validateKey(key);
+  if (backend.readOnly) throw new CacheReadOnlyError(backend.description);
+  if (!opts.force) {
+    const existing = await backend.stat(key);
+    if (existing) return { saved: false, existing };
+  }
+  const codec = await codecOf(opts.format);
+  // The cache's own storage is never packed into an entry (a save of $HOME, say).
+  const exclude = new Set<string>();
+  if (backend instanceof DiskBackend) {
+    const st = statSync(backend.root, { throwIfNoEntry: false });
+    if (st) exclude.add(identity(st));
+  }
+
+  let view: MergedView | undefined;
+  let run: (
+    tar: ReturnType<typeof tarPack>,
+    announce: EstargzWriter | undefined,
+  ) => Promise<PackReport>;
+  const packOpts = (enc: EstargzWriter | undefined) => ({
+    ignore: opts.ignore !== false,
+    landmark: enc !== undefined,
+    ...(enc ? { announce: enc.announce.bind(enc) } : {}),
+    exclude,
+    ...(opts.onSkip ? { onSkip: opts.onSkip } : {}),
+    onProgress: (r: PackReport) => opts.onProgress?.(r.bytes, written),
+  });
+  if (source.kind === "host") {
+    let st: Stats;
+    try {
+      st = statSync(source.path);
+    } catch {
+      throw new CvisorError(`${source.path}: no such directory`, "ENOENT");
+    }
+    if (!st.isDirectory()) throw new CvisorError(`${source.path}: not a directory`, "ENOTDIR");
+    const root = source.path.replace(/(.)\/+$/, "$1");
+    run = (tar, enc) => packTree<string, HostEntry>(new HostSource(), root, st, tar, packOpts(enc));
+  } else {
+    view = new MergedView(source.upper, { hidden: source.hidden });
+    const v = view;
+    let r;
+    try {
+      r = v.resolve(source.vpath, true);
+    } catch (err) {
+      v.dispose();
+      if (err instanceof ViewError) throw new CvisorError(`sb:${err.message}`, err.code);
+      throw err;
+    }
+    if (r.entry === undefined || !r.entry.st.isDirectory()) {
+      v.dispose();
+      const why = r.entry === undefined ? "no such directory" : "not a directory";
+      throw new CvisorError(`sb:${source.vpath}: ${why}`, "ENOENT");
+    }
+    const dir = v.openDir(r.parent, r.entry);
+    const st = r.entry.st;
+    run = (tar, enc) => packTree(new ViewSource(v), dir, st, tar, packOpts(enc));
+  }
+
+  let written = 0;
+  try {
+    const encoder = await codec.encoder();
+    const estargz = encoder instanceof EstargzWriter ? encoder : undefined;
+    const tar = tarPack();
+    const counter = new PassThrough({ highWaterMark: 1 << 20 });
+    counter.on("data", (b: Buffer) => (written += b.length));
+    tar.on("error", (err: Error) => encoder.destroy(err));
+    encoder.on("error", (err: Error) => counter.destroy(err));
+    tar.pipe(encoder).pipe(counter);
+    const extra: Record<string, string | number> = {};
+    const entry: NewEntry = {
+      key,
+      format: opts.format,
+      created: new Date().toISOString(),
+      cvisorVersion: VERSION,
+    };
+    if (estargz) {
+      entry.extra = extra;
+      // The TOC is known once the encoder has flushed: before the body ends, so before the
+      // backend writes the metadata record.
+      estargz.on("end", () => {
+        extra.tocDigest = estargz.tocDigest;
+        extra.uncompressedSize = estargz.uncompressedSize;
+      });
+    }
+    const packing = run(tar, estargz);
+    const putting = backend.put(entry, counter, { force: opts.force === true });
+    const [p, u] = await Promise.allSettled([packing, putting]);
+    if (p.status === "rejected") {
+      const err: unknown = p.reason;
+      if (err instanceof CvisorError) throw err;
+      throw new CvisorError(`cache save: ${errMessage(err)}`, "ECACHE", { cause: err });
+    }
+    if (u.status === "rejected") throw u.reason;
+    return { saved: true, meta: u.value, report: p.value };
+  } finally {
+    view?.dispose();
+  }
+}

@@ -1,0 +1,266 @@
+// `cvisor [--sandbox NAME] cache save|restore|ls|rm`: directory caches for CI, as actions/cache
+// keeps them (cache/ holds the work: formats, lookup, backends, safe extraction). PATH is a host
+// directory or sb:/DIR of the sandbox (--sandbox, else "default"): save reads the sandbox's
+// merged view, restore writes its upper layer. Messages go to stderr, --json summaries to
+// stdout, a progress line to stderr when it is a terminal.
+import { isatty } from "node:tty";
+import { validateKey } from "../../cache/backend.js";
+import { backendSpec, openBackend } from "../../cache/backends/select.js";
+import { isFormat } from "../../cache/format/codec.js";
+import { newest } from "../../cache/lookup.js";
+import { restoreCache, type RestoreTarget } from "../../cache/restore.js";
+import { saveCache, type CacheSource } from "../../cache/save.js";
+import { CvisorError } from "../core/errors.js";
+import { defaultHiddenPaths } from "../paths.js";
+import type { Skipped } from "../sandbox/copy-tree.js";
+import { openNamed } from "../sandbox/store.js";
+import { targetSandbox } from "./commands.js";
+import { existingSandbox } from "./diff.js";
+import { writeStderr } from "./errors.js";
+import { EXIT_OK } from "./exit-codes.js";
+import { humanBytes } from "./human.js";
+import type { StoreCommandPlan } from "./plan.js";
+
+const SB = "sb:";
+/** --fail-on-miss: a miss fails the CI step, and is told apart from cvisor's own failures. */
+export const EXIT_CACHE_MISS = 1;
+
+function usage(message: string): CvisorError {
+  return new CvisorError(message, "EUSAGE");
+}
+
+/** A progress line on stderr (a terminal only), redrawn at most every 100 ms. */
+class Progress {
+  private readonly start = Date.now();
+  private last = 0;
+  private shown = false;
+
+  constructor(
+    private readonly label: string,
+    private readonly enabled: boolean,
+  ) {}
+
+  update(done: number, total?: number, extra = ""): void {
+    if (!this.enabled) return;
+    const now = Date.now();
+    if (now - this.last < 100 || now - this.start < 300) return;
+    this.last = now;
+    this.shown = true;
+    const secs = Math.max((now - this.start) / 1000, 0.001);
+    const rate = done / secs;
+    let text = `${this.label} ${humanBytes(done)}`;
+    if (total !== undefined && total > 0) {
+      const eta = rate > 0 ? Math.max(0, (total - done) / rate) : 0;
+      text += ` of ${humanBytes(total)} (${Math.floor((done / total) * 100)}%), ETA ${Math.ceil(eta)}s`;
+    }
+    writeStderr(`\r\x1b[K${text}${extra}, ${humanBytes(rate)}/s`);
+  }
+
+  clear(): void {
+    if (this.shown) writeStderr("\r\x1b[K");
+    this.shown = false;
+  }
+}
+
+type Target = { kind: "host"; path: string } | { kind: "sb"; vpath: string };
+
+function target(text: string): Target {
+  if (text === "") throw usage("cache: an empty path");
+  if (!text.startsWith(SB)) return { kind: "host", path: text };
+  const vpath = text.slice(SB.length);
+  if (!vpath.startsWith("/"))
+    throw usage(`cache: sandbox paths are absolute: sb:/PATH (not ${text})`);
+  return { kind: "sb", vpath };
+}
+
+function str(v: unknown): string | undefined {
+  return typeof v === "string" ? v : undefined;
+}
+
+function out(obj: unknown): void {
+  process.stdout.write(`${JSON.stringify(obj)}\n`);
+}
+
+export async function cache(plan: StoreCommandPlan): Promise<number> {
+  const [sub, ...args] = plan.operands;
+  const o = plan.options;
+  const json = plan.json;
+  const spec = backendSpec(str(o.cacheBackend));
+  const backend = await openBackend(spec, { readOnly: o.readOnly === true });
+  const onSkip = (progress: Progress) => (s: Skipped) => {
+    progress.clear();
+    writeStderr(`cvisor: cache: skipped ${s.path}: ${s.reason}\n`);
+  };
+  switch (sub) {
+    case "save": {
+      const [key = "", path = ""] = args;
+      validateKey(key);
+      const format = str(o.format) ?? "gzip";
+      if (!isFormat(format)) {
+        throw usage(`cache save: unknown --format ${format} (use gzip, zstd, estargz or none)`);
+      }
+      const t = target(path);
+      let source: CacheSource;
+      if (t.kind === "host") {
+        source = t;
+      } else {
+        const dir = existingSandbox(targetSandbox(plan));
+        source = {
+          kind: "sb",
+          upper: `${dir}/upper`,
+          vpath: t.vpath,
+          hidden: defaultHiddenPaths(process.env),
+        };
+      }
+      const progress = new Progress("cache save:", !json && isatty(2));
+      let result;
+      try {
+        result = await saveCache(backend, key, source, {
+          format,
+          ignore: o.ignore !== false,
+          force: o.force === true,
+          onSkip: onSkip(progress),
+          onProgress: (read, written) =>
+            progress.update(read, undefined, ` read, ${humanBytes(written)} written`),
+        });
+      } finally {
+        progress.clear();
+      }
+      if (!result.saved) {
+        writeStderr(
+          `cvisor: cache entry ${key} already exists in ${backend.description}: not saved ` +
+            `(entries are never replaced; --force replaces it)\n`,
+        );
+        if (json) out({ saved: false, key, backend: backend.description, reason: "exists" });
+        return EXIT_OK;
+      }
+      const { meta, report } = result;
+      if (json) {
+        out({
+          saved: true,
+          key,
+          backend: backend.description,
+          format: meta.format,
+          size: meta.size,
+          sha256: meta.sha256,
+          created: meta.created,
+          files: report.files,
+          dirs: report.dirs,
+          symlinks: report.symlinks,
+          hardlinks: report.hardlinks,
+          bytes: report.bytes,
+          ignored: report.ignored,
+          skipped: report.skipped,
+        });
+      } else {
+        writeStderr(
+          `cvisor: saved ${path} as cache entry ${key} in ${backend.description}: ` +
+            `${report.files} files, ${humanBytes(report.bytes)} -> ${humanBytes(meta.size)} ${meta.format}\n`,
+        );
+      }
+      return EXIT_OK;
+    }
+    case "restore": {
+      const [key = "", path = ""] = args;
+      const t = target(path);
+      const restoreKeys = Array.isArray(o.restoreKey) ? o.restoreKey : [];
+      let dest: RestoreTarget;
+      if (t.kind === "host") {
+        dest = t;
+      } else {
+        validateKey(key); // before the sandbox is made
+        const sb = openNamed(targetSandbox(plan));
+        dest = {
+          kind: "sb",
+          layer: { upper: sb.upper, work: sb.work },
+          vpath: t.vpath,
+          hidden: defaultHiddenPaths(process.env),
+        };
+      }
+      const progress = new Progress("cache restore:", !json && isatty(2));
+      let result;
+      try {
+        result = await restoreCache(backend, key, dest, {
+          restoreKeys,
+          onSkip: onSkip(progress),
+          onProgress: (read, total) => progress.update(read, total),
+        });
+      } finally {
+        progress.clear();
+      }
+      if (result.hit === "miss" || result.entry === undefined) {
+        const keys = restoreKeys.length > 0 ? " nor for the restore keys" : "";
+        writeStderr(
+          `cvisor: cache miss: no entry for ${key}${keys} in ${backend.description}; ${path} is unchanged\n`,
+        );
+        if (json) out({ hit: "miss", key, backend: backend.description, path });
+        return o.failOnMiss === true ? EXIT_CACHE_MISS : EXIT_OK;
+      }
+      const { entry, report } = result;
+      if (json) {
+        out({
+          hit: result.hit,
+          key,
+          matchedKey: entry.key,
+          ...(result.matchedPrefix !== undefined ? { matchedPrefix: result.matchedPrefix } : {}),
+          backend: backend.description,
+          path,
+          format: entry.format,
+          size: entry.size,
+          created: entry.created,
+          files: report?.files ?? 0,
+          dirs: report?.dirs ?? 0,
+          symlinks: report?.symlinks ?? 0,
+          hardlinks: report?.hardlinks ?? 0,
+          bytes: report?.bytes ?? 0,
+          skipped: report?.skipped ?? [],
+        });
+      } else {
+        const how =
+          result.hit === "exact" ? "exact match" : `prefix match of ${result.matchedPrefix ?? key}`;
+        writeStderr(
+          `cvisor: restored cache entry ${entry.key} (${how}) into ${path}: ` +
+            `${report?.files ?? 0} files, ${humanBytes(report?.bytes ?? 0)}\n`,
+        );
+      }
+      return EXIT_OK;
+    }
+    case "ls": {
+      const [prefix = ""] = args;
+      const entries = await backend.list(prefix);
+      entries.sort((a, b) => {
+        const n = newest([a, b]);
+        return n === a ? -1 : n === b ? 1 : 0;
+      });
+      if (json) {
+        out(entries);
+      } else {
+        for (const e of entries) {
+          process.stdout.write(`${e.key}\t${e.format}\t${humanBytes(e.size)}\t${e.created}\n`);
+        }
+      }
+      return EXIT_OK;
+    }
+    case "rm": {
+      const [key] = args;
+      if ((key === undefined) === (o.all !== true)) {
+        throw usage("cache rm needs KEY or --all (not both)");
+      }
+      const keys =
+        key !== undefined ? [validateKey(key)] : (await backend.list("")).map((e) => e.key);
+      const removed: string[] = [];
+      for (const k of keys) if (await backend.remove(k)) removed.push(k);
+      if (key !== undefined && removed.length === 0) {
+        throw new CvisorError(`no cache entry ${key} in ${backend.description}`, "ENOENT");
+      }
+      if (json) out({ backend: backend.description, removed });
+      else
+        writeStderr(
+          `cvisor: removed ${removed.length} cache entr${removed.length === 1 ? "y" : "ies"} from ${backend.description}\n`,
+        );
+      return EXIT_OK;
+    }
+    default:
+      throw usage(`cache: unknown subcommand ${sub ?? ""} (save, restore, ls, rm)`);
+  }
+}
