@@ -13,7 +13,6 @@
 import { createHash, randomBytes } from "node:crypto";
 import {
   closeSync,
-  createReadStream,
   fsyncSync,
   mkdirSync,
   openSync,
@@ -144,9 +143,7 @@ export class DiskBackend implements CacheBackend {
     try {
       // Opened now, so a missing archive fails here and not in the middle of a restore.
       const handle = await open(path, "r");
-      return createReadStream("", { fd: handle.fd, highWaterMark: 1 << 20 }).on("close", () => {
-        void handle.close().catch(() => undefined);
-      });
+      return handle.createReadStream({ highWaterMark: 1 << 20 });
     } catch (err) {
       if (errCode(err) === "ENOENT") {
         throw new CvisorError(
