@@ -1,0 +1,203 @@
+// `cvisor cache` through the real CLI: a tree a guest made in a named sandbox saved from its
+// merged view (sb:/DIR), restored into another sandbox's upper layer, and read there by a real
+// guest; restore replacing a host directory of the view (opaque: none of the host's entries show
+// through) and a directory the sandbox already had; host directories both ways with --json,
+// prefix and restore-key hits, misses (exit 0, or 1 with --fail-on-miss); no overwrite without
+// --force; --read-only; a bad backend named with where it came from; a corrupt entry refused
+// with the sandbox untouched. The fixture tree and $HOME are guarded: nothing on the host
+// changes but the scratch dir.
+import assert from "node:assert/strict";
+import { readdirSync, readFileSync, writeFileSync, mkdirSync } from "node:fs";
+import { join } from "node:path";
+import type { Fixture } from "../helpers/fixture.js";
+import { gtest } from "../helpers/guard.js";
+import { cvisor, runCli, show, type CliResult } from "../helpers/repo.js";
+
+interface Env {
+  home: string;
+  env: Record<string, string>;
+  cache(args: string[], sandbox?: string, extra?: Record<string, string>): Promise<CliResult>;
+  sh(script: string, sandbox: string): Promise<CliResult>;
+}
+
+function setup(fx: Fixture): Env {
+  const home = join(fx.scratch, "cvisor-home");
+  const env = { CVISOR_HOME: home };
+  return {
+    home,
+    env,
+    cache: (args, sandbox, extra = {}) =>
+      runCli([...(sandbox ? ["--sandbox", sandbox] : []), "cache", ...args], {
+        extraEnv: { ...env, ...extra },
+        cwd: fx.scratch,
+        timeoutMs: 60_000,
+      }),
+    sh: (script, sandbox) =>
+      cvisor(["--sandbox", sandbox], ["sh", "-c", script], { extraEnv: env, cwd: fx.scratch }),
+  };
+}
+
+function ok(r: CliResult): void {
+  assert.equal(r.code, 0, show(r));
+}
+
+function json(r: CliResult): Record<string, unknown> {
+  ok(r);
+  return JSON.parse(r.out) as Record<string, unknown>;
+}
+
+gtest(
+  "cache: sb: save from one sandbox, restore into another, a guest reads it",
+  async (fx) => {
+    const e = setup(fx);
+    const app = fx.p("app");
+    ok(
+      await e.sh(
+        `mkdir -p ${app}/sub/empty && echo hello > ${app}/x && ln -s x ${app}/l && ` +
+          `ln ${app}/x ${app}/hard && echo deep > ${app}/sub/y && chmod 750 ${app}/sub && ` +
+          `echo '*.log' > ${app}/.gitignore && echo noise > ${app}/debug.log`,
+        "ci",
+      ),
+    );
+    const saved = json(
+      await e.cache(["save", "deps-1", `sb:${app}`, "--format", "zstd", "--json"], "ci"),
+    );
+    assert.equal(saved.saved, true);
+    assert.equal(saved.files, 3); // x, sub/y, .gitignore (hard is a link, debug.log ignored)
+    assert.equal(saved.hardlinks, 1);
+    assert.equal(saved.ignored, 1);
+
+    // Into a sandbox that does not exist yet: made, and the tree lands in its upper layer.
+    const restored = json(await e.cache(["restore", "deps-1", `sb:${app}`, "--json"], "ci2"));
+    assert.equal(restored.hit, "exact");
+    const r = await e.sh(
+      `cat ${app}/x ${app}/sub/y; readlink ${app}/l; stat -c '%a %h' ${app}/sub ${app}/x; ` +
+        `ls -A ${app}; ls ${app}/sub`,
+      "ci2",
+    );
+    ok(r);
+    assert.equal(
+      r.out,
+      "hello\ndeep\nx\n750 3\n644 2\n.gitignore\nhard\nl\nsub\nx\nempty\ny\n",
+      show(r),
+    );
+    const upper = join(e.home, "sandboxes", "ci2", "upper");
+    assert.ok(readdirSync(join(upper, ...app.split("/").filter(Boolean))).includes("x"));
+    assert.deepEqual(readdirSync(join(e.home, "sandboxes", "ci2", "work")), []);
+
+    // Restore replaces what the sandbox had there: files the guest added are gone.
+    ok(await e.sh(`echo stale > ${app}/stale && rm ${app}/x`, "ci2"));
+    ok(await e.cache(["restore", "deps-1", `sb:${app}`], "ci2"));
+    const again = await e.sh(`ls -A ${app}; cat ${app}/x`, "ci2");
+    assert.equal(again.out, ".gitignore\nhard\nl\nsub\nx\nhello\n", show(again));
+
+    // Over a host directory of the view: the restored directory is opaque in the upper.
+    ok(await e.cache(["restore", "deps-1", `sb:${fx.p("sub")}`], "ci3"));
+    const over = await e.sh(`ls -A ${fx.p("sub")}; cat ${fx.p("sub")}/x`, "ci3");
+    assert.equal(over.out, ".gitignore\nhard\nl\nsub\nx\nhello\n", show(over));
+    assert.deepEqual(readdirSync(fx.p("sub")).sort(), ["deeper", "nested.txt"], "host unchanged");
+
+    // A corrupt entry: refused in one line, the sandbox as it was.
+    const entries = join(e.home, "cache", "entries");
+    const dir = join(entries, readdirSync(entries)[0] ?? "");
+    const bytes = readFileSync(join(dir, "archive"));
+    bytes[bytes.length >> 1] = (bytes[bytes.length >> 1] ?? 0) ^ 0xff;
+    writeFileSync(join(dir, "archive"), bytes);
+    const bad = await e.cache(["restore", "deps-1", `sb:${app}`], "ci2");
+    assert.equal(bad.code, 125, show(bad));
+    assert.match(
+      bad.err,
+      /^cvisor: cache entry deps-1 in disk:.* is corrupt or truncated .*; nothing was restored\n$/,
+    );
+    const after = await e.sh(`ls -A ${app}; cat ${app}/x`, "ci2");
+    assert.equal(after.out, again.out, show(after));
+    assert.deepEqual(readdirSync(join(e.home, "sandboxes", "ci2", "work")), []);
+  },
+  { timeout: 120_000 },
+);
+
+gtest(
+  "cache: host directories, lookups, misses, no overwrite, read-only, bad backends",
+  async (fx) => {
+    const e = setup(fx);
+    const src = join(fx.scratch, "node_modules");
+    mkdirSync(join(src, "pkg"), { recursive: true });
+    writeFileSync(join(src, "pkg", "index.js"), "v1\n");
+    const save = (key: string, extra: string[] = []) =>
+      e.cache(["save", key, src, "--json", ...extra]);
+    assert.equal(json(await save("npm-linux-aaa")).saved, true);
+    writeFileSync(join(src, "pkg", "index.js"), "v2\n");
+    assert.equal(json(await save("npm-linux-bbb", ["--format", "estargz"])).saved, true);
+
+    // An existing key: not replaced (exit 0, says so), unless --force.
+    writeFileSync(join(src, "pkg", "index.js"), "v3\n");
+    const again = await save("npm-linux-aaa");
+    assert.deepEqual(json(again), {
+      saved: false,
+      key: "npm-linux-aaa",
+      backend: `disk:${join(e.home, "cache")}`,
+      reason: "exists",
+    });
+    assert.match(again.err, /already exists .*not saved/);
+
+    const out = join(fx.scratch, "out", "node_modules");
+    const restore = (key: string, extra: string[] = []) =>
+      e.cache(["restore", key, out, "--json", ...extra]);
+    let r = json(await restore("npm-linux-aaa"));
+    assert.equal(r.hit, "exact");
+    assert.equal(readFileSync(join(out, "pkg", "index.js"), "utf8"), "v1\n");
+    r = json(await restore("npm-linux-"));
+    assert.equal(r.hit, "prefix");
+    assert.equal(r.matchedKey, "npm-linux-bbb");
+    assert.equal(readFileSync(join(out, "pkg", "index.js"), "utf8"), "v2\n");
+    r = json(
+      await restore("npm-linux-ccc", ["--restore-key", "npm-mac-", "--restore-key", "npm-linux-a"]),
+    );
+    assert.equal(r.hit, "prefix");
+    assert.equal(r.matchedKey, "npm-linux-aaa");
+    assert.equal(r.matchedPrefix, "npm-linux-a");
+    const miss = await restore("pip-", ["--restore-key", "cargo-"]);
+    assert.deepEqual(json(miss), {
+      hit: "miss",
+      key: "pip-",
+      backend: `disk:${join(e.home, "cache")}`,
+      path: out,
+    });
+    assert.match(miss.err, /cache miss/);
+    const failed = await e.cache(["restore", "pip-", out, "--fail-on-miss"]);
+    assert.equal(failed.code, 1, show(failed));
+    assert.equal(readFileSync(join(out, "pkg", "index.js"), "utf8"), "v1\n");
+
+    // ls (newest first), --read-only, rm.
+    const ls = await e.cache(["ls", "npm-", "--json"]);
+    assert.deepEqual(
+      (JSON.parse(ls.out) as { key: string }[]).map((x) => x.key),
+      ["npm-linux-bbb", "npm-linux-aaa"],
+    );
+    const ro = await e.cache(["save", "new", src, "--read-only"]);
+    assert.equal(ro.code, 125, show(ro));
+    assert.match(ro.err, /^cvisor: cache backend disk:.* is read-only/);
+    ok(await e.cache(["rm", "npm-linux-aaa"]));
+    const gone = await e.cache(["rm", "npm-linux-aaa"]);
+    assert.equal(gone.code, 125, show(gone));
+    assert.deepEqual(json(await e.cache(["rm", "--all", "--json"])).removed, ["npm-linux-bbb"]);
+
+    // Backends: from the environment, named with where the bad value came from.
+    const other = join(fx.scratch, "other-cache");
+    ok(await e.cache(["save", "k", src], undefined, { CVISOR_CACHE_BACKEND: `disk:${other}` }));
+    assert.ok(readdirSync(join(other, "entries")).length === 1);
+    const bad = await e.cache(["ls"], undefined, { CVISOR_CACHE_BACKEND: "ftp://x" });
+    assert.equal(bad.code, 125, show(bad));
+    assert.match(
+      bad.err,
+      /^cvisor: invalid cache backend "ftp:\/\/x" \(from CVISOR_CACHE_BACKEND\)/,
+    );
+    const bad2 = await e.cache(["ls", "--cache-backend", "nope"]);
+    assert.match(bad2.err, /\(from --cache-backend\)/);
+    const fmt = await e.cache(["save", "k2", src, "--format", "xz"]);
+    assert.equal(fmt.code, 125, show(fmt));
+    assert.match(fmt.err, /unknown --format xz/);
+    const key = await e.cache(["save", "../x", src]);
+    assert.match(key.err, /invalid cache key/);
+  },
+);
