@@ -5,15 +5,16 @@
 //   ROOT/tmp/<random>/                           an entry being written
 //   ROOT/trash/<random>/                         an entry being removed or replaced
 //
-// An entry is written whole in tmp/ (archive and meta.json, both fsynced) and renamed into
-// entries/ in one step: readers see all of it or nothing, and the rename itself refuses an
-// existing entry (ENOTEMPTY), so two writers of one key cannot both win. Removing renames the
+// An entry is written whole in tmp/ (archive and meta.json) and renamed into entries/ in one
+// step: readers see all of it or nothing, and the rename itself refuses an existing entry
+// (ENOTEMPTY), so two writers of one key cannot both win. Nothing is fsynced (it cost a third
+// of a save): an entry torn by a crash of the machine is refused by restore, which checks the
+// size and sha256 recorded in meta.json, and `cache rm KEY` clears it. Removing renames the
 // entry into trash/ first. Keys are hashed for their directory names (a key may be 512
 // characters and hold '/'), so a key never names a path.
 import { createHash, randomBytes } from "node:crypto";
 import {
   closeSync,
-  fsyncSync,
   mkdirSync,
   openSync,
   readdirSync,
@@ -188,7 +189,6 @@ export class DiskBackend implements CacheBackend {
           size += buf.length;
           for (let done = 0; done < buf.length;) done += writeSync(fd, buf, done);
         }
-        fsyncSync(fd);
       } finally {
         closeSync(fd);
       }
@@ -196,7 +196,6 @@ export class DiskBackend implements CacheBackend {
       const mfd = openSync(`${tmp}/meta.json`, "wx", 0o600);
       try {
         writeSync(mfd, `${JSON.stringify(meta, null, 2)}\n`);
-        fsyncSync(mfd);
       } finally {
         closeSync(mfd);
       }

@@ -73,11 +73,6 @@ export function cleanName(name: string): string | { refused: string } {
   return parts.join("/");
 }
 
-function parentOf(rel: string): string {
-  const i = rel.lastIndexOf("/");
-  return i < 0 ? "" : rel.slice(0, i);
-}
-
 interface DirMeta {
   mode: number;
   mtime: Date;

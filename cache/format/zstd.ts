@@ -25,6 +25,6 @@ export const zstdCodec: Codec = {
   name: "zstd",
   magic: Buffer.from([0x28, 0xb5, 0x2f, 0xfd]),
   encoder: async (): Promise<Transform> =>
-    new (await zstd()).CompressStream({ compressionLevel: 3, checksumFlag: true }),
+    new (await zstd()).CompressStream({ compressionLevel: 3, checksumFlag: true, nbWorkers: 1 }),
   decoder: async (): Promise<Transform> => new (await zstd()).DecompressStream(),
 };
