@@ -10,6 +10,7 @@ import { MergedView, ViewError } from "../src/sandbox/view.js";
 import type { Skipped } from "../src/sandbox/copy-tree.js";
 import { VERSION } from "../src/version.js";
 import {
+  CacheExistsError,
   CacheReadOnlyError,
   validateKey,
   type CacheBackend,
@@ -175,6 +176,14 @@ export async function saveCache(
     const packing = run(tar, estargz);
     const putting = backend.put(entry, counter, { force: opts.force === true });
     const [p, u] = await Promise.allSettled([packing, putting]);
+    if (u.status === "rejected" && u.reason instanceof CacheExistsError) {
+      // Another save of this key won the race (the backend's check at the end): as if it had
+      // been there from the start.
+      const existing = await backend.stat(key);
+      if (existing) return { saved: false, existing };
+    }
+    // The backend's own refusals say more than the pack stream it destroyed.
+    if (u.status === "rejected" && u.reason instanceof CvisorError) throw u.reason;
     if (p.status === "rejected") {
       const err: unknown = p.reason;
       if (err instanceof CvisorError) throw err;
