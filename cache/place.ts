@@ -8,8 +8,8 @@
 //  - host directory: the temporary directory is a sibling (DIR/../.cvisor-restore~*); the parent
 //    is made if missing; a destination that is not a directory is refused.
 //  - sb:/DIR: the temporary directory is in the sandbox's work/ (the upper's filesystem); the new
-//    directory becomes DIR in the upper layer, opaque (`.wh..wh..opq`) when the host has a
-//    directory there, so no host entries show through; upper directories missing on the way are
+//    directory becomes DIR in the upper layer, opaque (`.wh..wh..opq`) when a snapshot layer or
+//    the host has a directory there, so none of their entries show through; upper directories missing on the way are
 //    made as copy-in makes them (the host directory's mode and times); a whiteout of DIR goes.
 import {
   chmodSync,
@@ -106,8 +106,9 @@ export function stageSandbox(
   layer: { upper: string; work: string },
   vpath: string,
   hidden: readonly string[],
+  lowers: readonly string[] = [],
 ): Staging {
-  const view = new MergedView(layer.upper, { hidden });
+  const view = new MergedView(layer.upper, { hidden, lowers });
   let parent: ViewDir;
   let name: string;
   try {
@@ -140,8 +141,8 @@ export function stageSandbox(
     tmp,
     commit() {
       try {
-        const hostDir = parent.host === undefined ? undefined : `${parent.host}/${name}`;
-        if (hostDir !== undefined && lstatSync(hostDir, { throwIfNoEntry: false })?.isDirectory()) {
+        // A snapshot layer or the host has a directory here: none of its entries may show.
+        if (view.dirBelowUpper(parent, name)) {
           const st = lstatSync(tmp);
           chmodSync(tmp, 0o700);
           writeFileSync(`${tmp}/${OPAQUE_MARKER}`, "", { flag: "wx", mode: 0o600 });

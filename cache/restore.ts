@@ -22,6 +22,8 @@ export type RestoreTarget =
       layer: { upper: string; work: string };
       vpath: string;
       hidden: readonly string[];
+      /** The sandbox's read-only snapshot layers, top first. */
+      lowers?: readonly string[];
     };
 
 export interface RestoreOptions {
@@ -124,7 +126,7 @@ export async function restoreCache(
   const staging: Staging =
     target.kind === "host"
       ? stageHost(target.path)
-      : stageSandbox(target.layer, target.vpath, target.hidden);
+      : stageSandbox(target.layer, target.vpath, target.hidden, target.lowers ?? []);
   const what = `cache entry ${meta.key} in ${backend.description}`;
   let report: ExtractReport;
   try {

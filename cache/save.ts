@@ -2,7 +2,7 @@
 // by ./format/pack.ts into tar-stream, encoded by the format's codec and streamed into the
 // backend's put, all at once: nothing is buffered whole, in memory or on disk.
 import { statSync, type Stats } from "node:fs";
-import { PassThrough, Transform, type TransformCallback } from "node:stream";
+import { Transform, type TransformCallback } from "node:stream";
 import { pack as tarPack } from "tar-stream";
 import { CvisorError } from "../src/core/errors.js";
 import { identity } from "../src/sandbox/fd-path.js";
@@ -60,7 +60,14 @@ class Batcher extends Transform {
 
 export type CacheSource =
   | { kind: "host"; path: string }
-  | { kind: "sb"; upper: string; vpath: string; hidden: readonly string[] };
+  | {
+      kind: "sb";
+      upper: string;
+      vpath: string;
+      hidden: readonly string[];
+      /** The sandbox's read-only snapshot layers, top first. */
+      lowers?: readonly string[];
+    };
 
 export interface SaveOptions {
   format: CacheFormat;
@@ -123,7 +130,7 @@ export async function saveCache(
     const root = source.path.replace(/(.)\/+$/, "$1");
     run = (tar, enc) => packTree<string, HostEntry>(new HostSource(), root, st, tar, packOpts(enc));
   } else {
-    view = new MergedView(source.upper, { hidden: source.hidden });
+    view = new MergedView(source.upper, { hidden: source.hidden, lowers: source.lowers ?? [] });
     const v = view;
     let r;
     try {
@@ -148,8 +155,15 @@ export async function saveCache(
     const encoder = await codec.encoder();
     const estargz = encoder instanceof EstargzWriter ? encoder : undefined;
     const tar = tarPack();
-    const counter = new PassThrough({ highWaterMark: 1 << 20 });
-    counter.on("data", (b: Buffer) => (written += b.length));
+    // Counts what passes without putting the stream in flowing mode: the backend starts reading
+    // when it is ready (an S3 backend after its first requests), and nothing may flow before.
+    const counter = new Transform({
+      highWaterMark: 1 << 20,
+      transform(chunk: Buffer, _enc, done) {
+        written += chunk.length;
+        done(null, chunk);
+      },
+    });
     encoder.on("error", (err: Error) => counter.destroy(err));
     // tar-stream hands out many small pieces (headers, padding, small files): gathered into
     // 1 MiB ones, the encoder makes far fewer calls (each zlib or zstd write has a fixed cost).

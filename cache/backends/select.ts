@@ -35,9 +35,6 @@ function bad(s: BackendSpec, why: string): CvisorError {
   );
 }
 
-/** The S3 module's entry point, as the S3 backend exports it. */
-type OpenS3 = (url: string, options: { readOnly: boolean }) => Promise<CacheBackend>;
-
 /** Opens the backend a spec names. */
 export async function openBackend(
   s: BackendSpec,
@@ -53,23 +50,9 @@ export async function openBackend(
   }
   if (spec.startsWith("s3://")) {
     if (!/^s3:\/\/[^/?#]+/.test(spec)) throw bad(s, "s3:// needs a bucket name");
-    // A computed specifier: the module is loaded only here, and only when it is there.
-    const specifier = "./s3.js";
-    let mod: { openS3Backend?: OpenS3 };
-    try {
-      mod = (await import(specifier)) as { openS3Backend?: OpenS3 };
-    } catch (err) {
-      const code = (err as NodeJS.ErrnoException).code;
-      if (code !== "ERR_MODULE_NOT_FOUND") throw err;
-      throw new CvisorError(
-        `cache backend ${spec}: the S3 backend is not part of this build`,
-        "ENOTSUP",
-      );
-    }
-    if (typeof mod.openS3Backend !== "function") {
-      throw new CvisorError(`cache backend ${spec}: the S3 backend is not usable`, "ENOTSUP");
-    }
-    return mod.openS3Backend(spec, options);
+    // Imported here, and only here: no other spec loads the S3 module or the AWS SDK.
+    const { openS3Backend } = await import("./s3.js");
+    return openS3Backend(spec, options);
   }
   throw bad(s, "unknown kind");
 }

@@ -13,6 +13,7 @@ import { saveCache, type CacheSource } from "../../cache/save.js";
 import { CvisorError } from "../core/errors.js";
 import { defaultHiddenPaths } from "../paths.js";
 import type { Skipped } from "../sandbox/copy-tree.js";
+import { sandboxLowers } from "../sandbox/lowers.js";
 import { openNamed } from "../sandbox/store.js";
 import { targetSandbox } from "./commands.js";
 import { existingSandbox } from "./diff.js";
@@ -110,6 +111,7 @@ export async function cache(plan: StoreCommandPlan): Promise<number> {
           upper: `${dir}/upper`,
           vpath: t.vpath,
           hidden: defaultHiddenPaths(process.env),
+          lowers: sandboxLowers({ dir }),
         };
       }
       const progress = new Progress("cache save:", !json && isatty(2));
@@ -175,6 +177,7 @@ export async function cache(plan: StoreCommandPlan): Promise<number> {
           layer: { upper: sb.upper, work: sb.work },
           vpath: t.vpath,
           hidden: defaultHiddenPaths(process.env),
+          lowers: sandboxLowers(sb),
         };
       }
       const progress = new Progress("cache restore:", !json && isatty(2));

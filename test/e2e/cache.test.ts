@@ -12,6 +12,7 @@ import { join } from "node:path";
 import type { Fixture } from "../helpers/fixture.js";
 import { gtest } from "../helpers/guard.js";
 import { cvisor, runCli, show, type CliResult } from "../helpers/repo.js";
+import { startS3Server } from "../helpers/s3-server.js";
 
 interface Env {
   home: string;
@@ -97,9 +98,27 @@ gtest(
     assert.equal(over.out, ".gitignore\nhard\nl\nsub\nx\nhello\n", show(over));
     assert.deepEqual(readdirSync(fx.p("sub")).sort(), ["deeper", "nested.txt"], "host unchanged");
 
+    // Snapshot layers: save reads them under the upper, restore hides what they hold there.
+    ok(await e.sh(`mkdir -p ${app} && echo old > ${app}/from-snapshot`, "ci4"));
+    ok(await runCli(["--sandbox", "ci4", "snapshot", "s1"], { extraEnv: e.env, cwd: fx.scratch }));
+    ok(await e.sh(`echo new > ${app}/from-upper`, "ci4"));
+    const layered = json(await e.cache(["save", "layered", `sb:${app}`, "--json"], "ci4"));
+    assert.equal(layered.files, 2);
+    ok(await e.cache(["restore", "layered", `sb:${fx.p("restored")}`], "ci2"));
+    const both = await e.sh(`ls ${fx.p("restored")}`, "ci2");
+    assert.equal(both.out, "from-snapshot\nfrom-upper\n", show(both));
+    ok(await e.cache(["restore", "deps-1", `sb:${app}`], "ci4"));
+    const hidden = await e.sh(`ls -A ${app}`, "ci4");
+    assert.equal(hidden.out, ".gitignore\nhard\nl\nsub\nx\n", show(hidden));
+
     // A corrupt entry: refused in one line, the sandbox as it was.
     const entries = join(e.home, "cache", "entries");
-    const dir = join(entries, readdirSync(entries)[0] ?? "");
+    const dir = join(
+      entries,
+      readdirSync(entries).find((d) =>
+        readFileSync(join(entries, d, "meta.json"), "utf8").includes('"deps-1"'),
+      ) ?? "",
+    );
     const bytes = readFileSync(join(dir, "archive"));
     bytes[bytes.length >> 1] = (bytes[bytes.length >> 1] ?? 0) ^ 0xff;
     writeFileSync(join(dir, "archive"), bytes);
@@ -199,5 +218,52 @@ gtest(
     assert.match(fmt.err, /unknown --format xz/);
     const key = await e.cache(["save", "../x", src]);
     assert.match(key.err, /invalid cache key/);
+  },
+);
+
+gtest(
+  "cache: the CLI on an s3:// backend (a loopback S3 server): save, lookup, restore",
+  async (fx) => {
+    const e = setup(fx);
+    const server = await startS3Server();
+    try {
+      const s3 = {
+        AWS_ENDPOINT_URL_S3: server.endpoint,
+        AWS_ACCESS_KEY_ID: "S3RVER",
+        AWS_SECRET_ACCESS_KEY: "S3RVER",
+        AWS_CONFIG_FILE: "/nonexistent/aws-config",
+        AWS_SHARED_CREDENTIALS_FILE: "/nonexistent/aws-credentials",
+        AWS_EC2_METADATA_DISABLED: "true",
+        CVISOR_CACHE_BACKEND: `s3://${server.bucket}/ci`,
+      };
+      const src = join(fx.scratch, "deps");
+      mkdirSync(join(src, "d"), { recursive: true });
+      writeFileSync(join(src, "d", "f.txt"), "from s3\n");
+      for (const format of ["estargz", "zstd"]) {
+        const saved = await e.cache(
+          ["save", `k-${format}`, src, "--format", format, "--json"],
+          undefined,
+          s3,
+        );
+        assert.equal(json(saved).saved, true);
+      }
+      const listed = JSON.parse((await e.cache(["ls", "--json"], undefined, s3)).out) as {
+        key: string;
+        extra?: { tocDigest?: string };
+      }[];
+      assert.deepEqual(listed.map((m) => m.key).sort(), ["k-estargz", "k-zstd"]);
+      assert.match(
+        listed.find((m) => m.key === "k-estargz")?.extra?.tocDigest ?? "",
+        /^sha256:[0-9a-f]{64}$/,
+      );
+      for (const key of ["k-estargz", "k-z"]) {
+        const out = join(fx.scratch, `out-${key}`);
+        const r = json(await e.cache(["restore", key, out, "--json"], undefined, s3));
+        assert.equal(r.hit, key === "k-z" ? "prefix" : "exact");
+        assert.equal(readFileSync(join(out, "d", "f.txt"), "utf8"), "from s3\n");
+      }
+    } finally {
+      await server.stop();
+    }
   },
 );
