@@ -29,6 +29,8 @@ export type RestoreTarget =
 export interface RestoreOptions {
   restoreKeys?: readonly string[];
   onSkip?: (s: Skipped) => void;
+  /** Accept symlinks leading outside the restored directory (a virtualenv's). */
+  allowExternalLinks?: boolean;
   /** Archive bytes read so far, of total. */
   onProgress?: (read: number, total: number) => void;
   /** Called once the entry is chosen, before anything is read. */
@@ -154,6 +156,7 @@ export async function restoreCache(
           : {}),
         ...(digests ? { digests } : {}),
         ...(opts.onSkip ? { onSkip: opts.onSkip } : {}),
+        allowExternalLinks: opts.allowExternalLinks === true,
       });
     } catch (err) {
       if (err instanceof HostileArchiveError) {

@@ -6,8 +6,10 @@
 //    is a symlink or a file made earlier (a symlink to /etc, then etc/passwd) fails the restore,
 //    as does a directory over a non-directory or the reverse;
 //  - a hard link must name a regular file made earlier from this archive, else it fails;
-//  - symlinks are made with their target text as it is (they may point anywhere: npm workspaces
-//    and virtualenvs hold such links) and are never followed while extracting;
+//  - a symlink whose target leaves the restored tree (absolute, or climbing out with `..`) fails
+//    the restore unless allowExternalLinks (`--allow-external-links`: virtualenvs link to
+//    /usr/bin/python3): a poisoned cache must not plant a link a later build step writes
+//    through; symlinks are made with their target text as it is and never followed here;
 //  - setuid and setgid bits are dropped, owners are not restored (files belong to whoever
 //    restores), FIFOs and devices are skipped with a warning.
 // Directories get their mode and times once everything inside them is in.
@@ -60,6 +62,20 @@ export interface ExtractOptions {
   /** Record each regular file's sha256 ("sha256:<hex>") by name here. */
   digests?: Map<string, string>;
   onSkip?: (skipped: Skipped) => void;
+  /** Accept symlinks whose target leaves the tree (else they fail the restore). */
+  allowExternalLinks?: boolean;
+}
+
+/** A symlink at rel (relative to the tree's root) with this target leads outside the tree. */
+export function linkLeaves(rel: string, target: string): boolean {
+  if (target.startsWith("/")) return true;
+  let depth = rel.split("/").length - 1; // the directories above the link, inside the tree
+  for (const part of target.split("/")) {
+    if (part === "" || part === ".") continue;
+    depth += part === ".." ? -1 : 1;
+    if (depth < 0) return true;
+  }
+  return false;
 }
 
 type Kind = "dir" | "file" | "symlink";
@@ -201,9 +217,16 @@ class Extractor {
         return;
       }
       case "symlink": {
+        const target = header.linkname ?? "";
+        if (!this.opts.allowExternalLinks && linkLeaves(rel, target)) {
+          throw new HostileArchiveError(
+            `the symlink ${JSON.stringify(name)} -> ${JSON.stringify(target)} leads outside the restored ` +
+              "directory (--allow-external-links accepts such links)",
+          );
+        }
         this.parents(rel, name);
         this.clear(rel, "symlink", name);
-        symlinkSync(header.linkname ?? "", this.path(rel));
+        symlinkSync(target, this.path(rel));
         this.made.set(rel, "symlink");
         lutimesSync(this.path(rel), mtime, mtime);
         this.report.symlinks++;

@@ -185,6 +185,7 @@ export async function cache(plan: StoreCommandPlan): Promise<number> {
       try {
         result = await restoreCache(backend, key, dest, {
           restoreKeys,
+          allowExternalLinks: o.allowExternalLinks === true,
           onSkip: onSkip(progress),
           onProgress: (read, total) => progress.update(read, total),
         });

@@ -294,7 +294,11 @@ function addCacheCommands(program: Command, storeCommand: StoreCommand): void {
         "a key prefix to fall back to; repeatable, tried in order",
         (value: string, previous: string[] | undefined) => [...(previous ?? []), value],
       )
-      .option("--fail-on-miss", "exit 1 when no entry matches"),
+      .option("--fail-on-miss", "exit 1 when no entry matches")
+      .option(
+        "--allow-external-links",
+        "accept symlinks that lead outside PATH (absolute or ../ targets, e.g. a virtualenv's)",
+      ),
   ).action(run("restore"));
   common(
     cache

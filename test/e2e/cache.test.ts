@@ -7,7 +7,15 @@
 // with the sandbox untouched. The fixture tree and $HOME are guarded: nothing on the host
 // changes but the scratch dir.
 import assert from "node:assert/strict";
-import { readdirSync, readFileSync, writeFileSync, mkdirSync } from "node:fs";
+import {
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  readlinkSync,
+  symlinkSync,
+  writeFileSync,
+} from "node:fs";
 import { join } from "node:path";
 import type { Fixture } from "../helpers/fixture.js";
 import { gtest } from "../helpers/guard.js";
@@ -265,5 +273,26 @@ gtest(
     } finally {
       await server.stop();
     }
+  },
+);
+
+gtest(
+  "cache: a symlink leading outside the restored directory needs --allow-external-links",
+  async (fx) => {
+    const e = setup(fx);
+    const venv = join(fx.scratch, "venv");
+    mkdirSync(join(venv, "bin"), { recursive: true });
+    symlinkSync("/usr/bin/python3", join(venv, "bin", "python"));
+    ok(await e.cache(["save", "venv-1", venv]));
+    const out = join(fx.scratch, "restored");
+    const refused = await e.cache(["restore", "venv-1", out]);
+    assert.equal(refused.code, 125, show(refused));
+    assert.match(
+      refused.err,
+      /^cvisor: .*the symlink "bin\/python" -> "\/usr\/bin\/python3" leads outside the restored directory .*nothing was restored\n$/,
+    );
+    assert.ok(!existsSync(out), "nothing restored");
+    ok(await e.cache(["restore", "venv-1", out, "--allow-external-links"]));
+    assert.equal(readlinkSync(join(out, "bin", "python")), "/usr/bin/python3");
   },
 );

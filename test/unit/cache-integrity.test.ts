@@ -85,9 +85,14 @@ async function put(
 }
 
 /** The restore fails with a one-line CvisorError matching pattern; nothing changed. */
-async function refused(s: Setup, key: string, pattern: RegExp): Promise<void> {
+async function refused(
+  s: Setup,
+  key: string,
+  pattern: RegExp,
+  opts: { allowExternalLinks?: boolean } = {},
+): Promise<void> {
   await assert.rejects(
-    restoreCache(s.backend, key, { kind: "host", path: s.dst }),
+    restoreCache(s.backend, key, { kind: "host", path: s.dst }, opts),
     (err: unknown) => {
       assert.ok(err instanceof CvisorError, String(err));
       assert.equal(err.message.split("\n").length, 1, err.message);
@@ -141,6 +146,7 @@ test("hostile: /abs", async (t) => {
 
 test("hostile: a symlink to a directory outside, then a file through it", async (t) => {
   const s = setup(t);
+  const ext = { allowExternalLinks: true };
   await put(
     s,
     "k",
@@ -151,7 +157,9 @@ test("hostile: a symlink to a directory outside, then a file through it", async 
       ]),
     ),
   );
-  await refused(s, "k", /refused: "etc\/pwned" goes through the symlink etc/);
+  // By default the link itself is refused; with external links allowed, the file through it is.
+  await refused(s, "k", /the symlink "etc" -> .* leads outside the restored directory/);
+  await refused(s, "k", /refused: "etc\/pwned" goes through the symlink etc/, ext);
   // The same with /etc itself, and through a relative link.
   await put(
     s,
@@ -163,7 +171,8 @@ test("hostile: a symlink to a directory outside, then a file through it", async 
       ]),
     ),
   );
-  await refused(s, "k2", /goes through the symlink etc/);
+  await refused(s, "k2", /the symlink "etc" -> "\/etc" leads outside/);
+  await refused(s, "k2", /goes through the symlink etc/, ext);
   await put(
     s,
     "k3",
@@ -175,7 +184,26 @@ test("hostile: a symlink to a directory outside, then a file through it", async 
       ]),
     ),
   );
-  await refused(s, "k3", /goes through the symlink d\/up/);
+  await refused(s, "k3", /the symlink "d\/up" -> "..\/..\/..\/outside" leads outside/);
+  await refused(s, "k3", /goes through the symlink d\/up/, ext);
+});
+
+test("symlinks inside the tree restore by default; ../ up to the root is inside", async (t) => {
+  const s = setup(t);
+  await put(
+    s,
+    "k",
+    gzipSync(
+      await tar([
+        { header: { name: "a/b", type: "directory" } },
+        { header: { name: "a/b/up", type: "symlink", linkname: "../../top" } },
+        { header: { name: "a/side", type: "symlink", linkname: "./b/../b" } },
+        { header: { name: "top" }, body: "top" },
+      ]),
+    ),
+  );
+  await restoreCache(s.backend, "k", { kind: "host", path: s.dst });
+  assert.equal(readFileSync(join(s.dst, "a", "b", "up"), "utf8"), "top");
 });
 
 test("hostile: hard links to outside the archive", async (t) => {
@@ -205,7 +233,8 @@ test("hostile: hard links to outside the archive", async (t) => {
       ]),
     ),
   );
-  await refused(s, "k3", /hard link "h" points outside/);
+  await refused(s, "k3", /the symlink "s" -> .* leads outside/);
+  await refused(s, "k3", /hard link "h" points outside/, { allowExternalLinks: true });
 });
 
 test("hostile: a directory over a file, a file over a directory", async (t) => {
