@@ -7,13 +7,13 @@
 // devices and names that are not UTF-8 are skipped with a warning. `.gitignore` and
 // `.dockerignore` files inside the tree exclude entries as in `cvisor cp` (unless ignore is
 // false). Times are whole seconds (tar's).
-import { closeSync, fstatSync, readdirSync, readlinkSync, readSync, lstatSync } from "node:fs";
+import { closeSync, fstatSync, readlinkSync, readSync, lstatSync } from "node:fs";
 import type { Stats } from "node:fs";
 import { once } from "node:events";
 import type { Pack } from "tar-stream";
 import type { Skipped } from "../../src/sandbox/copy-tree.js";
-import { decodeName, identity, openFileChecked } from "../../src/sandbox/fd-path.js";
-import { IGNORE_FILES, IgnoreRules } from "../../src/sandbox/ignore-rules.js";
+import { identity, listDirNames, openFileChecked } from "../../src/sandbox/fd-path.js";
+import { enterIgnoreFiles, IgnoreRules } from "../../src/sandbox/ignore-rules.js";
 import type { MergedView, ViewDir, ViewEntry } from "../../src/sandbox/view.js";
 import type { AnnouncedEntry } from "./estargz.js";
 import { LANDMARK_CONTENT, NO_PREFETCH_LANDMARK } from "./estargz.js";
@@ -41,14 +41,7 @@ export interface HostEntry {
 /** A host directory, by path (the user's own tree: its paths are used as given). */
 export class HostSource implements PackSource<string, HostEntry> {
   list(dir: string): { names: string[]; undecodable: string[] } {
-    const names: string[] = [];
-    const undecodable: string[] = [];
-    for (const raw of readdirSync(dir, { encoding: "buffer" })) {
-      const name = decodeName(raw);
-      if (name === undefined) undecodable.push(raw.toString("utf8"));
-      else names.push(name);
-    }
-    return { names: names.sort(), undecodable };
+    return listDirNames(dir);
   }
 
   lookup(dir: string, name: string): HostEntry | undefined {
@@ -138,7 +131,6 @@ export interface PackOptions {
 /** Files up to this size are read whole and handed to pack in one piece. */
 const WHOLE_FILE = 1 << 20;
 const CHUNK = 1 << 20;
-const MAX_IGNORE_FILE = 1 << 20;
 
 type Header = AnnouncedEntry;
 
@@ -207,13 +199,7 @@ class Packer<D, E extends { st: Stats }> {
 
   private async contents(dir: D, rules: IgnoreRules, rel: string): Promise<void> {
     const listed = this.src.list(dir);
-    const here =
-      this.opts.ignore === false
-        ? rules
-        : rules.enter(
-            rel,
-            IGNORE_FILES.map((n) => this.readIgnoreFile(dir, n)),
-          );
+    const here = this.opts.ignore === false ? rules : enterIgnoreFiles(rules, rel, this.src, dir);
     for (const bad of listed.undecodable) {
       this.skip(this.src.shown(dir, bad), "its name is not valid UTF-8: not cached");
     }
@@ -343,36 +329,6 @@ class Packer<D, E extends { st: Stats }> {
     }
     (sink as unknown as { end(): void }).end();
     await done;
-  }
-
-  private readIgnoreFile(dir: D, name: string): string | undefined {
-    let e: E | undefined;
-    try {
-      e = this.src.lookup(dir, name);
-    } catch {
-      return undefined;
-    }
-    if (e === undefined || !e.st.isFile() || e.st.size > MAX_IGNORE_FILE) return undefined;
-    let fd: number;
-    try {
-      fd = this.src.openFile(dir, e);
-    } catch {
-      return undefined;
-    }
-    try {
-      const buf = Buffer.alloc(e.st.size);
-      let n = 0;
-      while (n < buf.length) {
-        const got = readSync(fd, buf, n, buf.length - n, null);
-        if (got === 0) break;
-        n += got;
-      }
-      return buf.subarray(0, n).toString("utf8");
-    } catch {
-      return undefined;
-    } finally {
-      closeSync(fd);
-    }
   }
 }
 

@@ -23,7 +23,7 @@ export const GIT_FILES = 5000;
 export const MAKE_UNITS = 40;
 
 /** A small deterministic PRNG (mulberry32). */
-function prng(seed) {
+export function prng(seed) {
   let a = seed >>> 0;
   return () => {
     a = (a + 0x6d2b79f5) >>> 0;

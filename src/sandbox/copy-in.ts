@@ -26,7 +26,6 @@ import {
   lutimesSync,
   mkdirSync,
   openSync,
-  readdirSync,
   readlinkSync,
   renameSync,
   rmdirSync,
@@ -55,7 +54,7 @@ import {
 } from "./copy-tree.js";
 import {
   at,
-  decodeName,
+  listDirNames,
   errCode,
   identity,
   lstatAt,
@@ -133,14 +132,7 @@ class HostTree implements TreeSource<string> {
   }
 
   list(dir: string): { names: string[]; undecodable: string[] } {
-    const names: string[] = [];
-    const undecodable: string[] = [];
-    for (const raw of readdirSync(dir || "/", { encoding: "buffer" })) {
-      const name = decodeName(raw);
-      if (name === undefined) undecodable.push(raw.toString("utf8"));
-      else names.push(name);
-    }
-    return { names: names.sort(), undecodable };
+    return listDirNames(dir);
   }
 
   lookup(dir: string, name: string): HostEntry | undefined {

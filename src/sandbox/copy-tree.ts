@@ -10,7 +10,7 @@
 import { closeSync, readSync, writeSync, type Stats } from "node:fs";
 import { CvisorError } from "../core/errors.js";
 import { errCode, identity } from "./fd-path.js";
-import { IGNORE_FILES, IgnoreRules } from "./ignore-rules.js";
+import { enterIgnoreFiles, IgnoreRules } from "./ignore-rules.js";
 
 /** An entry that was not copied, and why. */
 export interface Skipped {
@@ -99,7 +99,6 @@ export interface TreeDest<T> {
 }
 
 /** Ignore files bigger than this are not read (their rules do not apply). */
-const MAX_IGNORE_FILE = 1 << 20;
 const CHUNK = 1 << 20;
 
 /** The times to give a copy of an object with these stats (seconds, for futimes/lutimes). */
@@ -243,12 +242,7 @@ export class TreeCopier<D, T> {
       return;
     }
     const here =
-      this.opts.ignore === false
-        ? rules
-        : rules.enter(
-            rel,
-            IGNORE_FILES.map((n) => this.readIgnoreFile(srcDir, n)),
-          );
+      this.opts.ignore === false ? rules : enterIgnoreFiles(rules, rel, this.src, srcDir);
     for (const bad of listed.undecodable) {
       this.skip(`${shown}/${bad}`, "its name is not valid UTF-8: not copied");
     }
@@ -277,36 +271,6 @@ export class TreeCopier<D, T> {
         `cannot overwrite the directory ${this.dst.shown(dstDir, name)} with ${what}`,
         "ECP",
       );
-    }
-  }
-
-  private readIgnoreFile(dir: D, name: string): string | undefined {
-    let e: SourceEntry | undefined;
-    try {
-      e = this.src.lookup(dir, name);
-    } catch {
-      return undefined; // unreadable: the entries say so when they are looked up
-    }
-    if (e === undefined || !e.st.isFile() || e.st.size > MAX_IGNORE_FILE) return undefined;
-    let fd: number;
-    try {
-      fd = this.src.openFile(dir, e);
-    } catch {
-      return undefined;
-    }
-    try {
-      const out = Buffer.alloc(e.st.size);
-      let n = 0;
-      while (n < out.length) {
-        const got = readSync(fd, out, n, out.length - n, null);
-        if (got === 0) break;
-        n += got;
-      }
-      return out.subarray(0, n).toString("utf8");
-    } catch {
-      return undefined;
-    } finally {
-      closeSync(fd);
     }
   }
 

@@ -84,6 +84,18 @@ export function decodeName(raw: Buffer): string | undefined {
   return Buffer.byteLength(s) === raw.length && Buffer.from(s).equals(raw) ? s : undefined;
 }
 
+/** A host directory's entries by path, sorted; names that are not UTF-8 apart (shown lossily). */
+export function listDirNames(dir: string): { names: string[]; undecodable: string[] } {
+  const names: string[] = [];
+  const undecodable: string[] = [];
+  for (const raw of readdirSync(dir || "/", { encoding: "buffer" })) {
+    const name = decodeName(raw);
+    if (name === undefined) undecodable.push(raw.toString("utf8"));
+    else names.push(name);
+  }
+  return { names: names.sort(), undecodable };
+}
+
 export function closeQuietly(fd: number | undefined): void {
   if (fd === undefined) return;
   try {

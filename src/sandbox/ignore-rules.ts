@@ -6,15 +6,76 @@
 // directory that is excluded is not entered (so nothing below it can be re-included). Ignore
 // files above the copied directory, .git/info/exclude and the global excludes are not read.
 // The ignore files themselves are copied unless a rule excludes them.
+import { closeSync, readSync, type Stats } from "node:fs";
 import ignore, { type Ignore } from "ignore";
 
 /** The names read in each directory, lowest precedence first. */
 export const IGNORE_FILES = [".gitignore", ".dockerignore"] as const;
 
+/** Ignore files bigger than this are not read (no real one is). */
+const MAX_IGNORE_FILE = 1 << 20;
+
+/** Where the ignore files of a tree are read from: entries looked up and opened in a directory. */
+export interface IgnoreSource<D, E extends { st: Stats }> {
+  lookup(dir: D, name: string): E | undefined;
+  openFile(dir: D, e: E): number;
+}
+
+/**
+ * The text of the ignore file `name` in dir, or undefined when it is missing, not a regular
+ * file, too big or unreadable (an unreadable entry is reported when the copy looks it up).
+ */
+export function readIgnoreFile<D, E extends { st: Stats }>(
+  src: IgnoreSource<D, E>,
+  dir: D,
+  name: string,
+): string | undefined {
+  let e: E | undefined;
+  try {
+    e = src.lookup(dir, name);
+  } catch {
+    return undefined;
+  }
+  if (e === undefined || !e.st.isFile() || e.st.size > MAX_IGNORE_FILE) return undefined;
+  let fd: number;
+  try {
+    fd = src.openFile(dir, e);
+  } catch {
+    return undefined;
+  }
+  try {
+    const buf = Buffer.alloc(e.st.size);
+    let n = 0;
+    while (n < buf.length) {
+      const got = readSync(fd, buf, n, buf.length - n, null);
+      if (got === 0) break;
+      n += got;
+    }
+    return buf.subarray(0, n).toString("utf8");
+  } catch {
+    return undefined;
+  } finally {
+    closeSync(fd);
+  }
+}
+
 interface Level {
   /** The directory the rules belong to, relative to the copy's root ("" for the root). */
   base: string;
   rules: Ignore;
+}
+
+/** rules for the directory dir (at rel in the tree), with its own ignore files read from src. */
+export function enterIgnoreFiles<D, E extends { st: Stats }>(
+  rules: IgnoreRules,
+  rel: string,
+  src: IgnoreSource<D, E>,
+  dir: D,
+): IgnoreRules {
+  return rules.enter(
+    rel,
+    IGNORE_FILES.map((n) => readIgnoreFile(src, dir, n)),
+  );
 }
 
 export class IgnoreRules {
