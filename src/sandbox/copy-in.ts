@@ -63,20 +63,14 @@ import {
 } from "./fd-path.js";
 import { IgnoreRules } from "./ignore-rules.js";
 import { removeTree } from "./remove-tree.js";
-import { MergedView, ViewError, type ViewDir } from "./view.js";
+import { MergedView, ViewError, type ViewDir, type ViewOptions } from "./view.js";
 
-export interface CopyInOptions extends CopyOptions {
-  /**
-   * Host paths guests must not read (the default hidden credentials, cvisor's storage): left
-   * out, with a warning, when a directory copy comes across them (naming one as a source
-   * copies it). Also hidden in the view the destination is resolved in.
-   */
-  hidden?: readonly string[];
-  /** The host root the layers lie over (tests); "" (the real root) by default. */
-  host?: string;
-  /** The read-only layers under the upper (absolute tree directories, top first); never written. */
-  lowers?: readonly string[];
-}
+/**
+ * hidden: host paths guests must not read (the default hidden credentials, cvisor's storage):
+ * left out, with a warning, when a directory copy comes across them (naming one as a source
+ * copies it); also hidden in the view the destination is resolved in. lowers are never written.
+ */
+export interface CopyInOptions extends CopyOptions, ViewOptions {}
 
 interface HostEntry extends SourceEntry {
   /** Its host path. */
@@ -324,11 +318,7 @@ export function copyIn(
   opts: CopyInOptions = {},
 ): CopyReport {
   const srcs = checkHostSources(sources);
-  const view = new MergedView(layer.upper, {
-    hidden: opts.hidden ?? [],
-    host: opts.host ?? "",
-    lowers: opts.lowers ?? [],
-  });
+  const view = new MergedView(layer.upper, opts);
   try {
     const upper = new UpperTree(view, layer.work);
     const host = new HostTree(opts.hidden ?? []);

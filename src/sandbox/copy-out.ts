@@ -44,16 +44,17 @@ import {
 } from "./copy-tree.js";
 import { at, closeQuietly, errCode, identity, lstatAt, openDirAt, openDirPath } from "./fd-path.js";
 import { IgnoreRules } from "./ignore-rules.js";
-import { MergedView, ViewError, type Resolved, type ViewDir, type ViewEntry } from "./view.js";
+import {
+  MergedView,
+  ViewError,
+  type Resolved,
+  type ViewDir,
+  type ViewEntry,
+  type ViewOptions,
+} from "./view.js";
 
-export interface CopyOutOptions extends CopyOptions {
-  /** Host paths guests do not see (the default hidden credentials, cvisor's storage). */
-  hidden?: readonly string[];
-  /** The host root the layers lie over (tests); "" (the real root) by default. */
-  host?: string;
-  /** The read-only layers under the upper (absolute tree directories, top first). */
-  lowers?: readonly string[];
-}
+/** hidden: host paths guests do not see (the default hidden credentials, cvisor's storage). */
+export interface CopyOutOptions extends CopyOptions, ViewOptions {}
 
 interface ViewSourceEntry extends SourceEntry {
   entry: ViewEntry;
@@ -214,11 +215,7 @@ export function copyOut(
   dst: string,
   opts: CopyOutOptions = {},
 ): CopyReport {
-  const view = new MergedView(upper, {
-    hidden: opts.hidden ?? [],
-    host: opts.host ?? "",
-    lowers: opts.lowers ?? [],
-  });
+  const view = new MergedView(upper, opts);
   const open: number[] = [];
   try {
     const srcs = sources.map((text) => resolveSource(view, text));
