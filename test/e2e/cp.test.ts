@@ -24,6 +24,7 @@ import { join } from "node:path";
 import type { Fixture } from "../helpers/fixture.js";
 import { diffSnapshots, gtest, snapshot } from "../helpers/guard.js";
 import { cvisor, runCli, show, which, type CliResult } from "../helpers/repo.js";
+import { assertOneLineError, storeHome } from "../helpers/store.js";
 
 const T1 = 1_100_000_000;
 const T2 = 1_200_000_000;
@@ -40,12 +41,11 @@ interface Env {
 }
 
 function setup(fx: Fixture): Env {
-  const home = join(fx.scratch, "cvisor-home");
-  const env = { CVISOR_HOME: home };
+  const { dir: home, env, sandbox } = storeHome(fx);
   return {
     home,
     env,
-    upper: (name = "s") => join(home, "sandboxes", name, "upper"),
+    upper: (name = "s") => join(sandbox(name), "upper"),
     cp: (args, name = "s") =>
       runCli(["--sandbox", name, "cp", ...args], { extraEnv: env, cwd: fx.scratch }),
     sh: (script, name = "s") =>
@@ -55,14 +55,6 @@ function setup(fx: Fixture): Env {
 
 function ok(r: CliResult): void {
   assert.equal(r.code, 0, show(r));
-}
-
-function assertOneLineError(r: CliResult, pattern: RegExp): void {
-  assert.equal(r.code, 125, show(r));
-  const lines = r.err.split("\n").filter((l) => l !== "");
-  assert.equal(lines.length, 1, show(r));
-  assert.match(lines[0] ?? "", /^cvisor: /, show(r));
-  assert.match(r.err, pattern, show(r));
 }
 
 /** Every entry below dir: "a.txt", "sub/", "link -> target", "fifo|" (sorted). */

@@ -8,12 +8,8 @@ import { join } from "node:path";
 import { sleeper } from "../helpers/cc.js";
 import type { Fixture } from "../helpers/fixture.js";
 import { gtest } from "../helpers/guard.js";
+import { storeHome as home } from "../helpers/store.js";
 import { cvisor, killAllWith, runCli, show, uniqueToken, waitFor } from "../helpers/repo.js";
-
-function home(fx: Fixture): { env: Record<string, string>; dir: string } {
-  const dir = join(fx.scratch, "cvisor-home");
-  return { env: { CVISOR_HOME: dir }, dir };
-}
 
 /** A guest in sandbox s changes the fixture: adds, changes, deletes, replaces a directory. */
 async function changeFixture(fx: Fixture, env: Record<string, string>): Promise<void> {

@@ -22,6 +22,7 @@ import test from "node:test";
 import { sleeper, treeDumper } from "../helpers/cc.js";
 import type { Fixture } from "../helpers/fixture.js";
 import { gtest, guarded } from "../helpers/guard.js";
+import { assertOneLineError, storeHome as home, type Home } from "../helpers/store.js";
 import {
   cvisor,
   killAllWith,
@@ -33,37 +34,6 @@ import {
   waitFor,
   type CliResult,
 } from "../helpers/repo.js";
-
-interface Home {
-  dir: string;
-  env: Record<string, string>;
-  sandbox(name: string): string;
-  layer(id: string): string;
-  meta(name: string): { version: number; base?: string | null; chain?: string[] };
-  layerMeta(id: string): {
-    version: number;
-    id: string;
-    kind: string;
-    sandbox: string;
-    created: string;
-    parent: string | null;
-    chain: string[];
-  };
-}
-
-function home(fx: Fixture): Home {
-  const dir = join(fx.scratch, "cvisor-home");
-  const sandbox = (name: string): string => join(dir, "sandboxes", name);
-  const layer = (id: string): string => join(dir, "layers", id);
-  return {
-    dir,
-    env: { CVISOR_HOME: dir },
-    sandbox,
-    layer,
-    meta: (name) => JSON.parse(readFileSync(join(sandbox(name), "meta.json"), "utf8")) as never,
-    layerMeta: (id) => JSON.parse(readFileSync(join(layer(id), "meta.json"), "utf8")) as never,
-  };
-}
 
 function cli(h: Home, args: string[], extra: Record<string, string> = {}): Promise<CliResult> {
   return runCli(args, { extraEnv: { ...h.env, ...extra } });
@@ -96,15 +66,6 @@ function hostTree(dir: string): string {
   const r = spawnSync(treeDumper(), [dir], { encoding: "utf8" });
   assert.equal(r.status, 0, r.stderr);
   return r.stdout;
-}
-
-function assertOneLineError(r: CliResult, pattern: RegExp): void {
-  assert.equal(r.code, 125, show(r));
-  const lines = r.err.split("\n").filter((l) => l !== "");
-  assert.equal(lines.length, 1, show(r));
-  assert.match(lines[0] ?? "", /^cvisor: /, show(r));
-  assert.match(r.err, pattern, show(r));
-  assert.doesNotMatch(r.err, /^\s+at /m, show(r));
 }
 
 /** Everything below dir (relative paths), sorted; [] when it does not exist. */

@@ -18,6 +18,7 @@ import { Sandbox } from "../../src/index.js";
 import { sleeper } from "../helpers/cc.js";
 import type { Fixture } from "../helpers/fixture.js";
 import { gtest } from "../helpers/guard.js";
+import { assertOneLineError, storeHome, type Home } from "../helpers/store.js";
 import {
   cvisor,
   killAllWith,
@@ -26,42 +27,26 @@ import {
   tempRoot,
   uniqueToken,
   waitFor,
-  type CliResult,
 } from "../helpers/repo.js";
 
-interface Store {
-  home: string;
+interface Store extends Home {
   runtime: string;
-  env: Record<string, string>;
   /** The entries of $CVISOR_HOME/ephemeral ([] when it does not exist). */
   ephemeral(): string[];
-  meta(name: string): { version: number; name: string; created: string; lastRun: string | null };
 }
 
+/** The test's $CVISOR_HOME, and its $XDG_RUNTIME_DIR (the ephemeral root). */
 function store(fx: Fixture): Store {
-  const home = join(fx.scratch, "cvisor-home");
+  const home = storeHome(fx);
   const runtime = join(fx.scratch, "runtime");
   mkdirSync(runtime, { mode: 0o700 });
-  const base = join(home, "ephemeral");
+  const base = join(home.dir, "ephemeral");
   return {
-    home,
+    ...home,
     runtime,
-    env: { CVISOR_HOME: home, XDG_RUNTIME_DIR: runtime },
+    env: { ...home.env, XDG_RUNTIME_DIR: runtime },
     ephemeral: () => (existsSync(base) ? readdirSync(base) : []),
-    meta: (name) =>
-      JSON.parse(readFileSync(join(home, "sandboxes", name, "meta.json"), "utf8")) as ReturnType<
-        Store["meta"]
-      >,
   };
-}
-
-function assertOneLineError(r: CliResult, pattern: RegExp): void {
-  assert.equal(r.code, 125, show(r));
-  const lines = r.err.split("\n").filter((l) => l !== "");
-  assert.equal(lines.length, 1, show(r));
-  assert.match(lines[0] ?? "", /^cvisor: /, show(r));
-  assert.match(r.err, pattern, show(r));
-  assert.doesNotMatch(r.err, /^\s+at /m, show(r));
 }
 
 gtest(
@@ -74,7 +59,7 @@ gtest(
     });
     assert.equal(first.code, 0, show(first));
     assert.equal(first.out, "e2e.box_1\ne2e.box_1\ne2e.box_1\n", show(first));
-    const dir = join(s.home, "sandboxes", "e2e.box_1");
+    const dir = join(s.dir, "sandboxes", "e2e.box_1");
     assert.deepEqual(readdirSync(dir).sort(), ["meta.json", "runs", "upper", "work"]);
     assert.deepEqual(readdirSync(join(dir, "runs")), [], "no run left its record");
     for (const d of [dir, join(dir, "upper"), join(dir, "work")]) {
@@ -91,7 +76,7 @@ gtest(
     const m2 = s.meta("e2e.box_1");
     assert.equal(m2.created, m1.created);
     assert.ok(m2.lastRun !== null && m2.lastRun > (m1.lastRun ?? ""), JSON.stringify([m1, m2]));
-    assert.deepEqual(readdirSync(join(s.home, "sandboxes")), ["e2e.box_1"]);
+    assert.deepEqual(readdirSync(join(s.dir, "sandboxes")), ["e2e.box_1"]);
   },
 );
 
@@ -102,7 +87,7 @@ gtest("without --sandbox the guest is in an ephemeral sandbox named cvisor", asy
   });
   assert.equal(r.code, 0, show(r));
   assert.equal(r.out, "cvisor\ncvisor\n", show(r));
-  assert.ok(!existsSync(join(s.home, "sandboxes")), "no named sandbox was made");
+  assert.ok(!existsSync(join(s.dir, "sandboxes")), "no named sandbox was made");
   assert.deepEqual(s.ephemeral(), []);
 });
 
@@ -128,11 +113,11 @@ gtest("the ephemeral sandbox exists once the guest writes, and is gone after", a
   const r = await run;
   assert.ok(seen, `no ephemeral sandbox appeared during the run\n${show(r)}`);
   assert.match(during[0] ?? "", /^\d+-\d+-[0-9a-z]+$/);
-  const entry = join(s.home, "ephemeral", during[0] ?? "");
+  const entry = join(s.dir, "ephemeral", during[0] ?? "");
   assert.equal(r.code, 0, show(r));
   assert.ok(!existsSync(entry), "removed after the run");
   assert.deepEqual(s.ephemeral(), []);
-  assert.equal(statSync(s.home).mode & 0o777, 0o700);
+  assert.equal(statSync(s.dir).mode & 0o777, 0o700);
 });
 
 gtest("the ephemeral sandbox is removed after a --timeout kill", async (fx) => {
@@ -175,7 +160,7 @@ gtest("a SIGKILLed CLI leaves an orphan that the next run removes", async (fx) =
 
 gtest("a named run sweeps orphans too, and leaves live runs alone", async (fx) => {
   const s = store(fx);
-  const base = join(s.home, "ephemeral");
+  const base = join(s.dir, "ephemeral");
   const live = cvisor([], ["sh", "-c", `: > "${fx.p("w")}"; sleep 2`], { extraEnv: s.env });
   assert.ok(await waitFor(() => s.ephemeral().length === 1, 10_000));
   // An orphan (made after the live run's own sweep): pid 1 exists, but did not start at tick 1.
@@ -195,15 +180,15 @@ gtest("the sandbox storage is hidden from the guest, even with --expose", async 
   const s = store(fx);
   const made = await cvisor(["--sandbox", "hid"], ["true"], { extraEnv: s.env });
   assert.equal(made.code, 0, show(made));
-  const meta = join(s.home, "sandboxes", "hid", "meta.json");
-  mkdirSync(join(s.home, "ephemeral"), { recursive: true });
-  const canary = join(s.home, "ephemeral", "canary");
+  const meta = join(s.dir, "sandboxes", "hid", "meta.json");
+  mkdirSync(join(s.dir, "ephemeral"), { recursive: true });
+  const canary = join(s.dir, "ephemeral", "canary");
   writeFileSync(canary, "secret\n");
   for (const opts of [
     [],
-    ["--expose", s.home],
-    ["--expose", join(s.home, "ephemeral")],
-    ["--sandbox", "hid", "--expose", s.home],
+    ["--expose", s.dir],
+    ["--expose", join(s.dir, "ephemeral")],
+    ["--sandbox", "hid", "--expose", s.dir],
   ]) {
     for (const file of [meta, canary]) {
       const r = await cvisor(opts, ["cat", file], { extraEnv: s.env });
@@ -212,8 +197,8 @@ gtest("the sandbox storage is hidden from the guest, even with --expose", async 
     }
   }
   // --expose of the state dir still gives back the rest of it.
-  writeFileSync(join(s.home, "other.txt"), "visible\n");
-  const other = await cvisor(["--expose", s.home], ["cat", join(s.home, "other.txt")], {
+  writeFileSync(join(s.dir, "other.txt"), "visible\n");
+  const other = await cvisor(["--expose", s.dir], ["cat", join(s.dir, "other.txt")], {
     extraEnv: s.env,
   });
   assert.equal(other.code, 0, show(other));
@@ -226,13 +211,13 @@ gtest("--sandbox with a bad name: exit 125, one line, nothing created", async (f
     const r = await cvisor(["--sandbox", name], ["true"], { extraEnv: s.env });
     assertOneLineError(r, /invalid sandbox name .*letters, digits/);
   }
-  assert.ok(!existsSync(s.home), "no state dir was made");
+  assert.ok(!existsSync(s.dir), "no state dir was made");
   assert.deepEqual(s.ephemeral(), []);
 });
 
 gtest("a sandbox from a newer cvisor: exit 125, one line, left as it was", async (fx) => {
   const s = store(fx);
-  const dir = join(s.home, "sandboxes", "future");
+  const dir = join(s.dir, "sandboxes", "future");
   mkdirSync(join(dir, "upper"), { recursive: true });
   const text = '{"version":99,"name":"future"}\n';
   writeFileSync(join(dir, "meta.json"), text);
