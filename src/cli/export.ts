@@ -16,7 +16,7 @@ import { pack as tarPack, type Header } from "tar-stream";
 
 type EntryHeader = Partial<Header> & { name: string };
 import { CvisorError } from "../core/errors.js";
-import { OPAQUE_MARKER, WHITEOUT_PREFIX } from "../sandbox/changes.js";
+import { OPAQUE_MARKER, WHITEOUT_PREFIX } from "../sandbox/layer-names.js";
 import { shownText, walkEffective } from "../sandbox/effective-layer.js";
 import { openFileChecked } from "../sandbox/fd-path.js";
 import { sandboxLowers } from "../sandbox/lowers.js";

@@ -4,9 +4,10 @@
 // directories replace the host's directory of their path, and whose other entries are added
 // (nothing at that path on the host) or changed (the host has something there). Used by
 // `cvisor diff`.
-import { lstatSync, readdirSync, type Stats } from "node:fs";
+import { lstatSync, readdirSync } from "node:fs";
 import { shownText, walkEffective } from "./effective-layer.js";
 
+// For cache/ (the names themselves live in ./layer-names.ts).
 export { OPAQUE_MARKER, WHITEOUT_PREFIX } from "./layer-names.js";
 
 /** One changed path, as `docker diff` reports it. */
@@ -16,37 +17,6 @@ export interface Change {
   path: string;
 }
 
-/** One entry of the upper layer, in walk order (a directory before what it holds). */
-export interface UpperEntry {
-  /** Relative to the upper root, no leading slash ("home/u/x", ".wh.gone"). */
-  rel: string;
-  /** The real path under the upper root. */
-  real: string;
-  st: Stats;
-}
-
-/** Every entry below the upper root, depth first, names sorted; symlinks are never followed. */
-export function* walkUpper(upper: string, rel = ""): Generator<UpperEntry> {
-  let names: string[];
-  try {
-    names = readdirSync(rel ? `${upper}/${rel}` : upper);
-  } catch {
-    return;
-  }
-  for (const name of names.sort()) {
-    const r = rel ? `${rel}/${name}` : name;
-    const real = `${upper}/${r}`;
-    let st: Stats;
-    try {
-      st = lstatSync(real);
-    } catch {
-      continue; // removed meanwhile
-    }
-    yield { rel: r, real, st };
-    if (st.isDirectory()) yield* walkUpper(upper, r);
-  }
-}
-
 function hostHas(path: string): boolean {
   try {
     lstatSync(path);
@@ -54,11 +24,6 @@ function hostHas(path: string): boolean {
   } catch {
     return false;
   }
-}
-
-/** The changes of an upper layer against the host root, sorted by path. */
-export function upperChanges(upper: string, host = ""): Change[] {
-  return layerChanges([upper], host);
 }
 
 /** The host directory's names (byte strings); none when it is not a directory. */

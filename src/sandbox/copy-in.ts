@@ -38,7 +38,7 @@ import {
 } from "node:fs";
 import { basename, dirname, resolve } from "node:path";
 import { CvisorError } from "../core/errors.js";
-import { OPAQUE_MARKER, WHITEOUT_PREFIX } from "./changes.js";
+import { OPAQUE_MARKER, WHITEOUT_PREFIX } from "./layer-names.js";
 import {
   placement,
   sourceSpec,

@@ -18,7 +18,7 @@
 // `--expose` of past runs are not known here: only the default hidden paths are applied.
 import { lstatSync, readlinkSync, realpathSync, type Stats } from "node:fs";
 import { basename, dirname } from "node:path";
-import { OPAQUE_MARKER, WHITEOUT_PREFIX } from "./changes.js";
+import { OPAQUE_MARKER, WHITEOUT_PREFIX } from "./layer-names.js";
 import {
   at,
   closeQuietly,
