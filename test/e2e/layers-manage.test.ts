@@ -24,6 +24,7 @@ import type { Fixture } from "../helpers/fixture.js";
 import { gtest } from "../helpers/guard.js";
 import { build, dumpLayers } from "../helpers/layers.js";
 import { cvisor, show } from "../helpers/repo.js";
+import { storeHome } from "../helpers/store.js";
 
 interface Chain {
   upper: string;
@@ -41,18 +42,18 @@ interface Chain {
  * Layer 1: adds l2made, ldir/x, lfile, keepfile; deletes noexec.sh; changes hello.txt.
  */
 async function chain(fx: Fixture): Promise<Chain> {
-  const home = join(fx.scratch, "cvisor-home");
+  const home = storeHome(fx);
   const r = await cvisor(
     ["--sandbox", "s"],
     ["sh", "-c", 'echo up > "$1/empty-dir/u"', "sh", fx.root],
     {
-      extraEnv: { CVISOR_HOME: home },
+      extraEnv: home.env,
     },
   );
   assert.equal(r.code, 0, show(r));
   const rel = fx.root.slice(1);
-  const upper = join(home, "sandboxes", "s", "upper");
-  const work = join(home, "sandboxes", "s", "work");
+  const upper = join(home.sandbox("s"), "upper");
+  const work = join(home.sandbox("s"), "work");
   build(upper, { [`${rel}/.wh.l2made`]: "", [`${rel}/.wh.ldir`]: "", [`${rel}/.wh.lfile`]: "" });
   const l0 = join(fx.scratch, "layers", "l0", "tree");
   const l1 = join(fx.scratch, "layers", "l1", "tree");

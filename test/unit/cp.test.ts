@@ -3,16 +3,7 @@
 // (whiteouts, opaque directories, symlinks resolved through the view), and copy-in's layer
 // format (whiteout removed, opaque directory, nothing left in work/).
 import assert from "node:assert/strict";
-import {
-  mkdirSync,
-  mkdtempSync,
-  readdirSync,
-  readFileSync,
-  rmSync,
-  statSync,
-  symlinkSync,
-  writeFileSync,
-} from "node:fs";
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { test, type TestContext } from "node:test";
 import { cpOperands } from "../../src/cli/cp.js";
@@ -22,25 +13,13 @@ import { copyOut } from "../../src/sandbox/copy-out.js";
 import { placement, sourceSpec } from "../../src/sandbox/copy-tree.js";
 import { IgnoreRules } from "../../src/sandbox/ignore-rules.js";
 import { MergedView, ViewError } from "../../src/sandbox/view.js";
+import { build } from "../helpers/layers.js";
 import { tempRoot } from "../helpers/repo.js";
 
 function tempDir(t: TestContext): string {
   const dir = mkdtempSync(join(tempRoot(), "cvisor-unit-cp-"));
   t.after(() => rmSync(dir, { recursive: true, force: true }));
   return dir;
-}
-
-function files(root: string, spec: Record<string, string | { link: string } | null>): void {
-  for (const [rel, v] of Object.entries(spec)) {
-    const p = join(root, rel);
-    if (v === null) {
-      mkdirSync(p, { recursive: true });
-      continue;
-    }
-    mkdirSync(join(p, ".."), { recursive: true });
-    if (typeof v === "string") writeFileSync(p, v);
-    else symlinkSync(v.link, p);
-  }
 }
 
 test("cp operands: exactly one sb: side, absolute sandbox paths", () => {
@@ -117,7 +96,7 @@ test("merged view: whiteouts, opaque directories, hidden paths, symlinks through
   const dir = tempDir(t);
   const host = join(dir, "host");
   const upper = join(dir, "upper");
-  files(host, {
+  build(host, {
     "a/one": "host one",
     "a/two": "host two",
     "a/.wh.reserved": "",
@@ -126,7 +105,7 @@ test("merged view: whiteouts, opaque directories, hidden paths, symlinks through
     "lib/real": "real",
     "link-lib": { link: "lib" },
   });
-  files(upper, {
+  build(upper, {
     "a/three": "upper three",
     "a/.wh.two": "",
     "b/.wh..wh..opq": "",
@@ -158,7 +137,7 @@ test("merged view: whiteouts, opaque directories, hidden paths, symlinks through
   assert.equal(view.resolve("/a/..", false).entry?.vpath, "/");
   assert.throws(() => view.resolve("/nope/x", false), ViewError);
   assert.throws(() => view.resolve("/a/one/x", false), { code: "ENOTDIR" });
-  files(upper, { loop: { link: "loop" } });
+  build(upper, { loop: { link: "loop" } });
   assert.throws(() => view.resolve("/loop/x", false), { code: "ELOOP" });
 });
 
@@ -167,11 +146,11 @@ test("copy in writes the layer format; copy out reads it back", (t) => {
   const host = join(dir, "host");
   const upper = join(dir, "upper");
   const work = join(dir, "work");
-  files(host, { "h/gone": "host file", "h/d/old": "old" });
-  files(upper, { "h/.wh.gone": "", "h/.wh.d": "" });
+  build(host, { "h/gone": "host file", "h/d/old": "old" });
+  build(upper, { "h/.wh.gone": "", "h/.wh.d": "" });
   mkdirSync(work);
   const src = join(dir, "src");
-  files(src, { gone: "new file", "d/fresh": "fresh", "d/.wh.x": "" });
+  build(src, { gone: "new file", "d/fresh": "fresh", "d/.wh.x": "" });
   const skipped: string[] = [];
   const rIn = copyIn({ upper, work }, [`${src}/.`], "/h", {
     host,
