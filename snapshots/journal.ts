@@ -24,6 +24,7 @@ import { ownerRecord, ownerRecordAlive } from "../src/sandbox/ephemeral.js";
 import { removeTree } from "../src/sandbox/remove-tree.js";
 import { layersDir, readMeta, writeMeta } from "../src/sandbox/store.js";
 import { readLayerMeta } from "./layers.js";
+import { errCode } from "../src/sandbox/fd-path.js";
 
 /** The steps CVISOR_TEST_CRASH_AT can name, in the order each operation reaches them. */
 export const CRASH_STEPS = [
@@ -86,10 +87,6 @@ export interface Journal {
 /** How long a command or run waits for another process's journal (operations take ms). */
 const WAIT_MS = 10_000;
 const PAUSE = new Int32Array(new SharedArrayBuffer(4));
-
-function errCode(err: unknown): string | undefined {
-  return (err as NodeJS.ErrnoException | undefined)?.code;
-}
 
 function journalPath(dir: string): string {
   return `${dir}/journal.json`;

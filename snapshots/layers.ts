@@ -5,6 +5,7 @@
 import { readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { CvisorError } from "../src/core/errors.js";
 import { isLayerId, layersDir, validateSandboxName } from "../src/sandbox/store.js";
+import { errCode } from "../src/sandbox/fd-path.js";
 
 /** The newest layer meta.json version this cvisor reads. */
 export const LAYER_VERSION = 2;
@@ -24,10 +25,6 @@ export interface LayerMeta {
   parent: string | null;
   /** The layer trees to mount for this snapshot, top first, itself first. */
   chain: string[];
-}
-
-function errCode(err: unknown): string | undefined {
-  return (err as NodeJS.ErrnoException | undefined)?.code;
 }
 
 /** A user-given snapshot id: the sandbox name rules (the message says "snapshot id"). */

@@ -44,6 +44,7 @@ import {
   type LayerMeta,
 } from "./layers.js";
 import { squashLayers } from "./squash.js";
+import { errCode } from "../src/sandbox/fd-path.js";
 
 /** squash.ts's squashLayers: merges trees (top first) into out, a directory it creates. */
 export type SquashFn = (trees: readonly string[], out: string) => void;
@@ -54,10 +55,6 @@ export interface OpOptions {
   squash?: SquashFn;
   /** Remove a dropped upper in this process instead of a background one (tests, benchmarks). */
   reapInline?: boolean;
-}
-
-function errCode(err: unknown): string | undefined {
-  return (err as NodeJS.ErrnoException | undefined)?.code;
 }
 
 function noSandbox(name: string): CvisorError {

@@ -19,6 +19,7 @@ import {
 import { CvisorError } from "../core/errors.js";
 import { ephemeralRootCandidates } from "../paths.js";
 import { removeTree } from "./remove-tree.js";
+import { errCode } from "./fd-path.js";
 
 /** The directories of one ephemeral run. */
 export interface EphemeralSandbox {
@@ -35,10 +36,6 @@ const ENTRY = /^(\d+)-(\d+)-[0-9a-z]+$/;
 let verified: { key: string; root: string } | undefined;
 let ownStart: string | undefined;
 let counter = 0;
-
-function errCode(err: unknown): string | undefined {
-  return (err as NodeJS.ErrnoException | undefined)?.code;
-}
 
 function uid(): number {
   return process.getuid?.() ?? 0;

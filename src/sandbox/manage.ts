@@ -6,10 +6,7 @@ import { ownerRecordAlive } from "./ephemeral.js";
 import { removeTree } from "./remove-tree.js";
 import { settleJournal } from "../../snapshots/journal.js";
 import { isSandboxName, readMeta, sandboxesDir, tag, validateSandboxName } from "./store.js";
-
-function errCode(err: unknown): string | undefined {
-  return (err as NodeJS.ErrnoException | undefined)?.code;
-}
+import { errCode } from "./fd-path.js";
 
 /** Runs using the sandbox now (their owner records); records of dead processes are removed. */
 export function liveRuns(dir: string): string[] {

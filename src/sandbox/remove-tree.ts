@@ -2,6 +2,7 @@
 // search permission (0000, 0500), read-only files, names that are not UTF-8, symlinks (removed,
 // never followed), and trees deeper than PATH_MAX (moved up before their paths get too long).
 import { chmodSync, lstatSync, readdirSync, renameSync, rmdirSync, unlinkSync } from "node:fs";
+import { errCode } from "./fd-path.js";
 
 /** Paths longer than this (bytes) are moved up to the top before going deeper (PATH_MAX 4096). */
 const MAX_PATH_BYTES = 3072;
@@ -12,10 +13,6 @@ interface Frame {
   path: Buffer;
   names: Buffer[];
   next: number;
-}
-
-function code(err: unknown): string | undefined {
-  return (err as NodeJS.ErrnoException | undefined)?.code;
 }
 
 /**
@@ -34,7 +31,7 @@ export function removeTree(path: string): void {
     }
     mode = st.mode;
   } catch (err) {
-    if (code(err) === "ENOENT") return;
+    if (errCode(err) === "ENOENT") return;
     throw err;
   }
   let moved = 0;
@@ -53,7 +50,7 @@ export function removeTree(path: string): void {
         rmdirSync(frame.path);
         stack.pop();
       } catch (err) {
-        const c = code(err);
+        const c = errCode(err);
         if (c === "ENOENT") stack.pop();
         else if (c === "ENOTEMPTY" || c === "EEXIST") frame.names = list(frame.path);
         else throw err;
@@ -66,7 +63,7 @@ export function removeTree(path: string): void {
       unlinkSync(child); // files, symlinks, sockets, fifos, devices: one call
       continue;
     } catch (err) {
-      const c = code(err);
+      const c = errCode(err);
       if (c === "ENOENT") continue;
       if (c !== "EISDIR" && c !== "EPERM") throw err;
     }
@@ -74,7 +71,7 @@ export function removeTree(path: string): void {
     try {
       st = lstatSync(child);
     } catch (err) {
-      if (code(err) === "ENOENT") continue;
+      if (errCode(err) === "ENOENT") continue;
       throw err;
     }
     if (!st.isDirectory()) {
@@ -85,7 +82,7 @@ export function removeTree(path: string): void {
       rmdirSync(child); // an empty directory, whatever its mode
       continue;
     } catch (err) {
-      const c = code(err);
+      const c = errCode(err);
       if (c === "ENOENT") continue;
       if (c !== "ENOTEMPTY" && c !== "EEXIST") throw err;
     }
@@ -106,7 +103,7 @@ function tryEnter(enter: () => void): boolean {
     enter();
     return true;
   } catch (err) {
-    if (code(err) === "ENOENT") return false;
+    if (errCode(err) === "ENOENT") return false;
     throw err;
   }
 }
@@ -119,6 +116,6 @@ function unlinkQuietly(path: Buffer): void {
   try {
     unlinkSync(path);
   } catch (err) {
-    if (code(err) !== "ENOENT") throw err;
+    if (errCode(err) !== "ENOENT") throw err;
   }
 }

@@ -31,6 +31,7 @@ import {
   type EphemeralSandbox,
 } from "./ephemeral.js";
 import { removeTree } from "./remove-tree.js";
+import { errCode } from "./fd-path.js";
 
 /** The sandbox the management commands (cp, diff, export) use without --sandbox, as cVisor does. */
 export const DEFAULT_NAMED_SANDBOX = "default";
@@ -109,10 +110,6 @@ const LAYER_ID = /^(?:sq~)?[A-Za-z0-9._-]{1,64}$/;
 /** lid can name a directory in layers/ (not ".", "..", a temp or trash name). */
 export function isLayerId(lid: unknown): lid is string {
   return typeof lid === "string" && LAYER_ID.test(lid) && lid !== "." && lid !== "..";
-}
-
-function errCode(err: unknown): string | undefined {
-  return (err as NodeJS.ErrnoException | undefined)?.code;
 }
 
 /** A random tag for temporary names. */
