@@ -8,7 +8,7 @@ import { isLayerId, layersDir, validateSandboxName } from "../src/sandbox/store.
 import { errCode } from "../src/sandbox/fd-path.js";
 
 /** The newest layer meta.json version this cvisor reads. */
-export const LAYER_VERSION = 2;
+const LAYER_VERSION = 2;
 
 /** A chain longer than this is squashed when a snapshot would make it longer. */
 export const SQUASH_THRESHOLD = 8;

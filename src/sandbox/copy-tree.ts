@@ -45,7 +45,7 @@ export interface CopyOptions extends CopyHooks {
   ignore?: boolean;
 }
 
-export function emptyReport(): CopyReport {
+function emptyReport(): CopyReport {
   return { files: 0, dirs: 0, symlinks: 0, bytes: 0, ignored: 0, skipped: [] };
 }
 

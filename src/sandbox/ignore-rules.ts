@@ -10,7 +10,7 @@ import { closeSync, readSync, type Stats } from "node:fs";
 import ignore, { type Ignore } from "ignore";
 
 /** The names read in each directory, lowest precedence first. */
-export const IGNORE_FILES = [".gitignore", ".dockerignore"] as const;
+const IGNORE_FILES = [".gitignore", ".dockerignore"] as const;
 
 /** Ignore files bigger than this are not read (no real one is). */
 const MAX_IGNORE_FILE = 1 << 20;
@@ -25,7 +25,7 @@ export interface IgnoreSource<D, E extends { st: Stats }> {
  * The text of the ignore file `name` in dir, or undefined when it is missing, not a regular
  * file, too big or unreadable (an unreadable entry is reported when the copy looks it up).
  */
-export function readIgnoreFile<D, E extends { st: Stats }>(
+function readIgnoreFile<D, E extends { st: Stats }>(
   src: IgnoreSource<D, E>,
   dir: D,
   name: string,

@@ -134,7 +134,7 @@ export function removeSandbox(name: string, env: NodeJS.ProcessEnv = process.env
 }
 
 /** Deletes what interrupted removals left (sandboxes/.trash~*). Never throws. */
-export function sweepTrash(base: string): void {
+function sweepTrash(base: string): void {
   let names: string[];
   try {
     names = readdirSync(base);

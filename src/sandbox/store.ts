@@ -70,7 +70,7 @@ export interface NamedSandbox {
 const NAME = /^[A-Za-z0-9._-]{1,64}$/;
 
 /** The rules, as error messages state them. */
-export const NAME_RULES = "1 to 64 letters, digits, '-', '_' or '.', and not '.' or '..'";
+const NAME_RULES = "1 to 64 letters, digits, '-', '_' or '.', and not '.' or '..'";
 
 /** name is a valid sandbox name (no exception). */
 export function isSandboxName(name: string): boolean {
