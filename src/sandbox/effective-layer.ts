@@ -12,7 +12,6 @@
 // "byte string" (latin1: one char per byte), so names compare and sort as bytes.
 import {
   chmodSync,
-  closeSync,
   constants,
   fstatSync,
   lstatSync,
@@ -22,7 +21,7 @@ import {
 } from "node:fs";
 import { CvisorError } from "../core/errors.js";
 import { OPAQUE_MARKER, WHITEOUT_PREFIX } from "./layer-names.js";
-import { errCode } from "./fd-path.js";
+import { at, closeQuietly, errCode, fdPath } from "./fd-path.js";
 
 const { O_RDONLY, O_DIRECTORY, O_NOFOLLOW } = constants;
 
@@ -69,7 +68,7 @@ export function shownText(bytes: string): string {
 
 /** NAME (a byte string) in the directory open as fd, as a raw path. */
 export function rawAt(fd: number, name: string): Buffer {
-  return Buffer.concat([Buffer.from(`/proc/self/fd/${fd}/`), Buffer.from(name, "latin1")]);
+  return Buffer.from(at(fd, name), "latin1");
 }
 
 /** A layer's directory of one path, open and listed. */
@@ -112,7 +111,7 @@ function listDir(layer: number, fd: number, restore?: LayerDir["restore"]): Laye
     opaque: false,
     restore,
   };
-  for (const raw of readdirSync(`/proc/self/fd/${fd}`, { encoding: "buffer" })) {
+  for (const raw of readdirSync(fdPath(fd), { encoding: "buffer" })) {
     const key = raw.toString("latin1");
     if (key === OPAQUE_MARKER) {
       d.opaque = lstatMaybe(rawAt(fd, key))?.isFile() === true;
@@ -128,11 +127,7 @@ function listDir(layer: number, fd: number, restore?: LayerDir["restore"]): Laye
 }
 
 function closeDir(d: LayerDir): void {
-  try {
-    closeSync(d.fd);
-  } catch {
-    // Already closed.
-  }
+  closeQuietly(d.fd);
   if (d.restore) chmodSync(d.restore.path, d.restore.mode);
 }
 
@@ -223,7 +218,7 @@ export function* walkEffective(
       name: "",
       layer: 0,
       st,
-      path: Buffer.from(`/proc/self/fd/${top.fd}`),
+      path: Buffer.from(fdPath(top.fd)),
       below: !stop,
       opaque: stop,
     };
