@@ -131,67 +131,18 @@ export async function benchCache({ rounds = 3, base = "/var/tmp", log = console.
   const backend = `disk:${path.join(tmp, "store")}`;
   const rows = [];
   try {
+    /** Timings (ms), CPU times and peak RSS of each run. */
+    const samples = () => ({ save: [], restore: [], saveCpu: [], restoreCpu: [], rss: [] });
     const runs = {
-      gzip: {
-        save: [],
-        restore: [],
-        saveCpu: [],
-        restoreCpu: [],
-        rss: [],
-        size: 0,
-        base: "tar|gzip",
-      },
-      zstd: {
-        save: [],
-        restore: [],
-        saveCpu: [],
-        restoreCpu: [],
-        rss: [],
-        size: 0,
-        base: zstd ? "tar|zstd" : undefined,
-      },
-      estargz: {
-        save: [],
-        restore: [],
-        saveCpu: [],
-        restoreCpu: [],
-        rss: [],
-        size: 0,
-        base: "tar|gzip",
-      },
-      none: { save: [], restore: [], saveCpu: [], restoreCpu: [], rss: [], size: 0, base: "tar" },
+      gzip: { ...samples(), size: 0, base: "tar|gzip" },
+      zstd: { ...samples(), size: 0, base: zstd ? "tar|zstd" : undefined },
+      estargz: { ...samples(), size: 0, base: "tar|gzip" },
+      none: { ...samples(), size: 0, base: "tar" },
     };
     const baselines = {
-      "tar|gzip": {
-        save: [],
-        restore: [],
-        saveCpu: [],
-        restoreCpu: [],
-        rss: [],
-        ext: "tgz",
-        c: "gzip",
-        d: "gzip -dc",
-      },
-      "tar|zstd": {
-        save: [],
-        restore: [],
-        saveCpu: [],
-        restoreCpu: [],
-        rss: [],
-        ext: "tzst",
-        c: "zstd -q -3",
-        d: "zstd -dcq",
-      },
-      tar: {
-        save: [],
-        restore: [],
-        saveCpu: [],
-        restoreCpu: [],
-        rss: [],
-        ext: "tar",
-        c: "cat",
-        d: "cat",
-      },
+      "tar|gzip": { ...samples(), ext: "tgz", c: "gzip", d: "gzip -dc" },
+      "tar|zstd": { ...samples(), ext: "tzst", c: "zstd -q -3", d: "zstd -dcq" },
+      tar: { ...samples(), ext: "tar", c: "cat", d: "cat" },
     };
     const out = path.join(tmp, "out");
     for (let round = 0; round < rounds; round++) {
