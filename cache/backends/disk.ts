@@ -27,6 +27,7 @@ import {
 import { open } from "node:fs/promises";
 import type { Readable } from "node:stream";
 import { CvisorError } from "../../src/core/errors.js";
+import { errCode } from "../../src/sandbox/fd-path.js";
 import {
   CacheExistsError,
   CacheReadOnlyError,
@@ -39,10 +40,6 @@ import {
 const FORMATS: readonly CacheFormat[] = ["gzip", "zstd", "estargz", "none"];
 /** tmp/ and trash/ leftovers older than this (a killed save or rm) are removed by the next put. */
 const STALE_MS = 24 * 3600 * 1000;
-
-function errCode(err: unknown): string | undefined {
-  return (err as NodeJS.ErrnoException | undefined)?.code;
-}
 
 function keyDir(key: string): string {
   return createHash("sha256").update(key).digest("hex");

@@ -12,7 +12,7 @@ import type { Stats } from "node:fs";
 import { once } from "node:events";
 import type { Pack } from "tar-stream";
 import type { Skipped } from "../../src/sandbox/copy-tree.js";
-import { identity, listDirNames, openFileChecked } from "../../src/sandbox/fd-path.js";
+import { errCode, identity, listDirNames, openFileChecked } from "../../src/sandbox/fd-path.js";
 import { enterIgnoreFiles, IgnoreRules } from "../../src/sandbox/ignore-rules.js";
 import type { MergedView, ViewDir, ViewEntry } from "../../src/sandbox/view.js";
 import type { AnnouncedEntry } from "./estargz.js";
@@ -133,10 +133,6 @@ const WHOLE_FILE = 1 << 20;
 const CHUNK = 1 << 20;
 
 type Header = AnnouncedEntry;
-
-function errCode(err: unknown): string | undefined {
-  return (err as NodeJS.ErrnoException | undefined)?.code;
-}
 
 class Packer<D, E extends { st: Stats }> {
   readonly report: PackReport = {
