@@ -11,7 +11,7 @@ import { closeSync, fstatSync, readlinkSync, readSync, lstatSync } from "node:fs
 import type { Stats } from "node:fs";
 import { once } from "node:events";
 import type { Pack } from "tar-stream";
-import type { Skipped } from "../../src/sandbox/copy-tree.js";
+import type { Skipped, TreeSource } from "../../src/sandbox/copy-tree.js";
 import { errCode, identity, listDirNames, openFileChecked } from "../../src/sandbox/fd-path.js";
 import { enterIgnoreFiles, IgnoreRules } from "../../src/sandbox/ignore-rules.js";
 import type { MergedView, ViewDir, ViewEntry } from "../../src/sandbox/view.js";
@@ -19,15 +19,10 @@ import type { AnnouncedEntry } from "./estargz.js";
 import { LANDMARK_CONTENT, NO_PREFETCH_LANDMARK } from "./estargz.js";
 
 /** A directory tree to read. D: an open directory; E: one of its entries. */
-export interface PackSource<D, E extends { st: Stats }> {
-  /** The names of a directory, sorted, and the (shown) names that are not valid UTF-8. */
-  list(dir: D): { names: string[]; undecodable: string[] };
-  lookup(dir: D, name: string): E | undefined;
-  openDir(parent: D, entry: E): D;
-  closeDir(dir: D): void;
-  /** Opens a regular file (throws code ECHANGED when it is no longer the file looked up). */
-  openFile(parent: D, entry: E): number;
-  readlink(parent: D, entry: E): string;
+export interface PackSource<D, E extends { st: Stats }> extends Omit<
+  TreeSource<D, E>,
+  "refuse" | "shown"
+> {
   /** How messages name NAME in dir (or dir). */
   shown(dir: D, name?: string): string;
 }
