@@ -278,25 +278,28 @@ class Packer<D, E extends { st: Stats }> {
     }
   }
 
-  /** Reads exactly n bytes (zeros past an early end: the file shrank while being read). */
-  private read(fd: number, buf: Buffer, shown: string): void {
+  /** Fills buf from fd; false (with zeros past the end) when the file ends first. */
+  private read(fd: number, buf: Buffer): boolean {
     let n = 0;
     while (n < buf.length) {
       const got = readSync(fd, buf, n, buf.length - n, null);
       if (got === 0) {
         buf.fill(0, n);
-        this.skip(shown, "it shrank while being read: cached with zeros at its end");
-        return;
+        return false;
       }
       n += got;
     }
+    return true;
   }
 
   private async file(fd: number, rel: string, st: Stats, shown: string): Promise<void> {
     const h = this.header(rel, st, "file", st.size);
+    // Told once per file, however many chunks are past its new end.
+    const shrank = (): void =>
+      this.skip(shown, "it shrank while being read: cached with zeros at its end");
     if (st.size <= WHOLE_FILE) {
       const buf = Buffer.allocUnsafe(st.size);
-      this.read(fd, buf, shown);
+      if (!this.read(fd, buf)) shrank();
       this.report.bytes += st.size;
       await this.entry(h, buf);
       return;
@@ -310,9 +313,14 @@ class Packer<D, E extends { st: Stats }> {
     const sink = this.tar.entry({ ...h }, (err) => settle(err));
     done.catch((err: Error) => (failed = err));
     let left = st.size;
+    let short = false;
     while (left > 0 && failed === undefined) {
       const buf = Buffer.allocUnsafe(Math.min(CHUNK, left));
-      this.read(fd, buf, shown);
+      if (short) buf.fill(0);
+      else if (!this.read(fd, buf)) {
+        short = true;
+        shrank();
+      }
       left -= buf.length;
       this.report.bytes += buf.length;
       if (!sink.write(buf)) await Promise.race([once(sink, "drain"), done]);
