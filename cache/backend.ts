@@ -49,7 +49,7 @@ export interface CacheBackend {
 }
 
 /** Keys: what actions/cache allows, minus what could name a path outside the store. */
-export const MAX_KEY_LENGTH = 512;
+const MAX_KEY_LENGTH = 512;
 
 /** Returns key if valid, else throws CvisorError("CV_ERR_INVALID") saying why. */
 export function validateKey(key: string): string {

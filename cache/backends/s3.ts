@@ -46,8 +46,8 @@ const MAX_OBJECT_NAME = 1024;
 /** A metadata object larger than this is not ours. */
 const MAX_META_BYTES = 1024 * 1024;
 /** When neither AWS_REGION nor the profile names one: what S3-compatible servers expect. */
-export const DEFAULT_REGION = "us-east-1";
-export const FORCE_PATH_STYLE_ENV = "CVISOR_S3_FORCE_PATH_STYLE";
+const DEFAULT_REGION = "us-east-1";
+const FORCE_PATH_STYLE_ENV = "CVISOR_S3_FORCE_PATH_STYLE";
 
 const FORMATS: readonly CacheFormat[] = ["gzip", "zstd", "estargz", "none"];
 

@@ -67,7 +67,7 @@ export interface ExtractOptions {
 }
 
 /** A symlink at rel (relative to the tree's root) with this target leads outside the tree. */
-export function linkLeaves(rel: string, target: string): boolean {
+function linkLeaves(rel: string, target: string): boolean {
   if (target.startsWith("/")) return true;
   let depth = rel.split("/").length - 1; // the directories above the link, inside the tree
   for (const part of target.split("/")) {
