@@ -12,7 +12,7 @@ import { spawnSync } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { prng } from "./fixtures.mjs";
+import { median, prng } from "./fixtures.mjs";
 
 const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "..");
 const CLI = path.join(REPO, "dist", "cvisor.cjs");
@@ -100,11 +100,6 @@ function timed(argv, opts = {}) {
 
 function warm(tree) {
   spawnSync("tar", ["-cf", "/dev/null", "-C", tree, "."]);
-}
-
-function median(xs) {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.floor((s.length - 1) / 2)];
 }
 
 function have(bin) {
