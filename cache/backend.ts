@@ -6,7 +6,12 @@ import type { Readable } from "node:stream";
 import { CvisorError } from "../src/core/errors.js";
 
 /** The archive formats of `cache save --format`. */
-export type CacheFormat = "gzip" | "zstd" | "estargz" | "none";
+export const FORMATS = ["gzip", "zstd", "estargz", "none"] as const;
+export type CacheFormat = (typeof FORMATS)[number];
+
+export function isFormat(v: unknown): v is CacheFormat {
+  return (FORMATS as readonly unknown[]).includes(v);
+}
 
 /** An entry's metadata record, written after its archive is complete. */
 export interface EntryMeta {

@@ -31,13 +31,12 @@ import { errCode } from "../../src/sandbox/fd-path.js";
 import {
   CacheExistsError,
   CacheReadOnlyError,
+  isFormat,
   type CacheBackend,
-  type CacheFormat,
   type EntryMeta,
   type NewEntry,
 } from "../backend.js";
 
-const FORMATS: readonly CacheFormat[] = ["gzip", "zstd", "estargz", "none"];
 /** tmp/ and trash/ leftovers older than this (a killed save or rm) are removed by the next put. */
 const STALE_MS = 24 * 3600 * 1000;
 
@@ -62,7 +61,7 @@ export function parseMeta(text: string): EntryMeta | undefined {
   if (
     typeof m.key !== "string" ||
     typeof m.format !== "string" ||
-    !FORMATS.includes(m.format as CacheFormat) ||
+    !isFormat(m.format) ||
     typeof m.size !== "number" ||
     typeof m.sha256 !== "string" ||
     typeof m.created !== "string" ||

@@ -25,6 +25,7 @@ import { CvisorError } from "../../src/core/errors.js";
 import {
   CacheExistsError,
   CacheReadOnlyError,
+  isFormat,
   validateKey,
   type CacheBackend,
   type CacheFormat,
@@ -48,8 +49,6 @@ const MAX_META_BYTES = 1024 * 1024;
 /** When neither AWS_REGION nor the profile names one: what S3-compatible servers expect. */
 const DEFAULT_REGION = "us-east-1";
 const FORCE_PATH_STYLE_ENV = "CVISOR_S3_FORCE_PATH_STYLE";
-
-const FORMATS: readonly CacheFormat[] = ["gzip", "zstd", "estargz", "none"];
 
 /** What the metadata object holds: the entry's metadata and where its archive is. */
 interface StoredMeta {
@@ -418,7 +417,7 @@ class S3Backend implements CacheBackend {
       throw this.corrupt(name, "it has no archive name");
     }
     if (
-      !FORMATS.includes(format as CacheFormat) ||
+      !isFormat(format) ||
       typeof size !== "number" ||
       typeof sha256 !== "string" ||
       !/^[0-9a-f]{64}$/.test(sha256) ||

@@ -4,9 +4,8 @@
 // merged view, restore writes its upper layer. Messages go to stderr, --json summaries to
 // stdout, a progress line to stderr when it is a terminal.
 import { isatty } from "node:tty";
-import { validateKey } from "../../cache/backend.js";
+import { isFormat, validateKey } from "../../cache/backend.js";
 import { backendSpec, openBackend } from "../../cache/backends/select.js";
-import { isFormat } from "../../cache/format/codec.js";
 import { newest } from "../../cache/lookup.js";
 import { restoreCache, type RestoreTarget } from "../../cache/restore.js";
 import { saveCache, type CacheSource } from "../../cache/save.js";
