@@ -29,6 +29,24 @@ export interface EntryMeta {
   extra?: Record<string, string | number>;
 }
 
+/** Whether a metadata record read back has every field of EntryMeta, each of its type (the one
+ * check both backends make; other fields are not looked at). */
+export function isEntryMeta(v: unknown): v is EntryMeta {
+  if (typeof v !== "object" || v === null) return false;
+  const m = v as Record<string, unknown>;
+  return (
+    typeof m.key === "string" &&
+    isFormat(m.format) &&
+    typeof m.size === "number" &&
+    typeof m.sha256 === "string" &&
+    /^[0-9a-f]{64}$/.test(m.sha256) &&
+    typeof m.created === "string" &&
+    !Number.isNaN(Date.parse(m.created)) &&
+    typeof m.cvisorVersion === "string" &&
+    (m.extra === undefined || (typeof m.extra === "object" && m.extra !== null))
+  );
+}
+
 /** What `put` is told before the archive streams; size and sha256 are measured by the backend. */
 export type NewEntry = Omit<EntryMeta, "size" | "sha256">;
 

@@ -31,7 +31,7 @@ import { errCode } from "../../src/sandbox/fd-path.js";
 import {
   CacheExistsError,
   CacheReadOnlyError,
-  isFormat,
+  isEntryMeta,
   type CacheBackend,
   type EntryMeta,
   type NewEntry,
@@ -49,27 +49,14 @@ function tag(): string {
 }
 
 /** A metadata record as read from disk, if it is one. */
-export function parseMeta(text: string): EntryMeta | undefined {
+function parseMeta(text: string): EntryMeta | undefined {
   let v: unknown;
   try {
     v = JSON.parse(text);
   } catch {
     return undefined;
   }
-  if (typeof v !== "object" || v === null) return undefined;
-  const m = v as Record<string, unknown>;
-  if (
-    typeof m.key !== "string" ||
-    typeof m.format !== "string" ||
-    !isFormat(m.format) ||
-    typeof m.size !== "number" ||
-    typeof m.sha256 !== "string" ||
-    typeof m.created !== "string" ||
-    Number.isNaN(Date.parse(m.created))
-  ) {
-    return undefined;
-  }
-  return v as EntryMeta;
+  return isEntryMeta(v) ? v : undefined;
 }
 
 export class DiskBackend implements CacheBackend {

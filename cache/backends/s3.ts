@@ -25,10 +25,9 @@ import { CvisorError } from "../../src/core/errors.js";
 import {
   CacheExistsError,
   CacheReadOnlyError,
-  isFormat,
+  isEntryMeta,
   validateKey,
   type CacheBackend,
-  type CacheFormat,
   type EntryMeta,
   type NewEntry,
 } from "../backend.js";
@@ -407,7 +406,7 @@ class S3Backend implements CacheBackend {
       string,
       unknown
     >;
-    const { format, size, sha256, created, cvisorVersion, extra, archive } = record;
+    const archive = record.archive;
     if (record.key !== key) throw this.corrupt(name, `it names key ${JSON.stringify(record.key)}`);
     if (
       typeof archive !== "string" ||
@@ -416,25 +415,16 @@ class S3Backend implements CacheBackend {
     ) {
       throw this.corrupt(name, "it has no archive name");
     }
-    if (
-      !isFormat(format) ||
-      typeof size !== "number" ||
-      typeof sha256 !== "string" ||
-      !/^[0-9a-f]{64}$/.test(sha256) ||
-      typeof created !== "string" ||
-      typeof cvisorVersion !== "string" ||
-      (extra !== undefined && (typeof extra !== "object" || extra === null))
-    ) {
-      throw this.corrupt(name, "a field is missing or has the wrong type");
-    }
+    if (!isEntryMeta(record)) throw this.corrupt(name, "a field is missing or has the wrong type");
+    const { format, size, sha256, created, cvisorVersion, extra } = record;
     const meta: EntryMeta = {
       key,
-      format: format as CacheFormat,
+      format,
       size,
       sha256,
       created,
       cvisorVersion,
-      ...(extra ? { extra: extra as Record<string, string | number> } : {}),
+      ...(extra ? { extra } : {}),
     };
     return { meta, archive };
   }
