@@ -6,7 +6,12 @@ import type { Readable } from "node:stream";
 import { CvisorError } from "../src/core/errors.js";
 
 /** The archive formats of `cache save --format`. */
-export type CacheFormat = "gzip" | "zstd" | "estargz" | "none";
+export const FORMATS = ["gzip", "zstd", "estargz", "none"] as const;
+export type CacheFormat = (typeof FORMATS)[number];
+
+export function isFormat(v: unknown): v is CacheFormat {
+  return (FORMATS as readonly unknown[]).includes(v);
+}
 
 /** An entry's metadata record, written after its archive is complete. */
 export interface EntryMeta {
@@ -22,6 +27,24 @@ export interface EntryMeta {
   cvisorVersion: string;
   /** Format-specific extras (estargz: tocDigest, uncompressedSize). */
   extra?: Record<string, string | number>;
+}
+
+/** Whether a metadata record read back has every field of EntryMeta, each of its type (the one
+ * check both backends make; other fields are not looked at). */
+export function isEntryMeta(v: unknown): v is EntryMeta {
+  if (typeof v !== "object" || v === null) return false;
+  const m = v as Record<string, unknown>;
+  return (
+    typeof m.key === "string" &&
+    isFormat(m.format) &&
+    typeof m.size === "number" &&
+    typeof m.sha256 === "string" &&
+    /^[0-9a-f]{64}$/.test(m.sha256) &&
+    typeof m.created === "string" &&
+    !Number.isNaN(Date.parse(m.created)) &&
+    typeof m.cvisorVersion === "string" &&
+    (m.extra === undefined || (typeof m.extra === "object" && m.extra !== null))
+  );
 }
 
 /** What `put` is told before the archive streams; size and sha256 are measured by the backend. */
@@ -49,7 +72,7 @@ export interface CacheBackend {
 }
 
 /** Keys: what actions/cache allows, minus what could name a path outside the store. */
-export const MAX_KEY_LENGTH = 512;
+const MAX_KEY_LENGTH = 512;
 
 /** Returns key if valid, else throws CvisorError("CV_ERR_INVALID") saying why. */
 export function validateKey(key: string): string {

@@ -15,17 +15,16 @@ export interface Lookup {
   matchedPrefix?: string;
 }
 
+/** Orders newer entries first: by recorded creation time, then the greater key. */
+export function newerFirst(a: EntryMeta, b: EntryMeta): number {
+  const byTime = Date.parse(b.created) - Date.parse(a.created);
+  return byTime !== 0 ? byTime : a.key > b.key ? -1 : a.key < b.key ? 1 : 0;
+}
+
 /** The newest of the entries (by recorded creation time, then key). */
 export function newest(entries: readonly EntryMeta[]): EntryMeta | undefined {
   let best: EntryMeta | undefined;
-  let bestTime = -Infinity;
-  for (const e of entries) {
-    const t = Date.parse(e.created);
-    if (best === undefined || t > bestTime || (t === bestTime && e.key > best.key)) {
-      best = e;
-      bestTime = t;
-    }
-  }
+  for (const e of entries) if (best === undefined || newerFirst(e, best) < 0) best = e;
   return best;
 }
 

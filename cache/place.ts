@@ -23,16 +23,13 @@ import {
   writeFileSync,
 } from "node:fs";
 import { dirname, resolve } from "node:path";
-import { randomBytes } from "node:crypto";
 import { CvisorError } from "../src/core/errors.js";
 import { OPAQUE_MARKER, WHITEOUT_PREFIX } from "../src/sandbox/changes.js";
+import { fileTimes } from "../src/sandbox/copy-tree.js";
 import { at, errCode, lstatAt, openDirAt } from "../src/sandbox/fd-path.js";
 import { removeTree } from "../src/sandbox/remove-tree.js";
+import { tag } from "../src/sandbox/store.js";
 import { MergedView, ViewError, type ViewDir } from "../src/sandbox/view.js";
-
-function tag(): string {
-  return `${process.pid.toString(36)}${randomBytes(5).toString("hex")}`;
-}
 
 /** A destination, checked, and the temporary directory to extract into (made, empty, 0700). */
 export interface Staging {
@@ -89,7 +86,7 @@ function upperOf(view: MergedView, dir: ViewDir, work: string): number {
   mkdirSync(tmp, { mode: 0o700 });
   try {
     chmodSync(tmp, dir.st.mode & 0o7777);
-    utimesSync(tmp, dir.st.atime, dir.st.mtime);
+    utimesSync(tmp, ...fileTimes(dir.st));
     renameSync(tmp, at(parentFd, dir.name));
   } catch (err) {
     rmdirSync(tmp);
@@ -147,7 +144,7 @@ export function stageSandbox(
           chmodSync(tmp, 0o700);
           writeFileSync(`${tmp}/${OPAQUE_MARKER}`, "", { flag: "wx", mode: 0o600 });
           chmodSync(tmp, st.mode & 0o7777);
-          utimesSync(tmp, st.atime, st.mtime);
+          utimesSync(tmp, ...fileTimes(st));
         }
         const parentFd = upperOf(view, parent, layer.work);
         let old: string | undefined;

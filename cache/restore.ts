@@ -33,8 +33,6 @@ export interface RestoreOptions {
   allowExternalLinks?: boolean;
   /** Archive bytes read so far, of total. */
   onProgress?: (read: number, total: number) => void;
-  /** Called once the entry is chosen, before anything is read. */
-  onHit?: (hit: HitKind, entry: EntryMeta) => void;
 }
 
 export interface RestoreResult {
@@ -123,7 +121,6 @@ export async function restoreCache(
   const found = await lookup(backend, key, restoreKeys);
   if (found.hit === "miss" || found.entry === undefined) return { hit: "miss" };
   const meta = found.entry;
-  opts.onHit?.(found.hit, meta);
   const codec = await codecOf(meta.format);
   const staging: Staging =
     target.kind === "host"

@@ -27,22 +27,18 @@ import {
 import { open } from "node:fs/promises";
 import type { Readable } from "node:stream";
 import { CvisorError } from "../../src/core/errors.js";
+import { errCode } from "../../src/sandbox/fd-path.js";
 import {
   CacheExistsError,
   CacheReadOnlyError,
+  isEntryMeta,
   type CacheBackend,
-  type CacheFormat,
   type EntryMeta,
   type NewEntry,
 } from "../backend.js";
 
-const FORMATS: readonly CacheFormat[] = ["gzip", "zstd", "estargz", "none"];
 /** tmp/ and trash/ leftovers older than this (a killed save or rm) are removed by the next put. */
 const STALE_MS = 24 * 3600 * 1000;
-
-function errCode(err: unknown): string | undefined {
-  return (err as NodeJS.ErrnoException | undefined)?.code;
-}
 
 function keyDir(key: string): string {
   return createHash("sha256").update(key).digest("hex");
@@ -53,27 +49,14 @@ function tag(): string {
 }
 
 /** A metadata record as read from disk, if it is one. */
-export function parseMeta(text: string): EntryMeta | undefined {
+function parseMeta(text: string): EntryMeta | undefined {
   let v: unknown;
   try {
     v = JSON.parse(text);
   } catch {
     return undefined;
   }
-  if (typeof v !== "object" || v === null) return undefined;
-  const m = v as Record<string, unknown>;
-  if (
-    typeof m.key !== "string" ||
-    typeof m.format !== "string" ||
-    !FORMATS.includes(m.format as CacheFormat) ||
-    typeof m.size !== "number" ||
-    typeof m.sha256 !== "string" ||
-    typeof m.created !== "string" ||
-    Number.isNaN(Date.parse(m.created))
-  ) {
-    return undefined;
-  }
-  return v as EntryMeta;
+  return isEntryMeta(v) ? v : undefined;
 }
 
 export class DiskBackend implements CacheBackend {

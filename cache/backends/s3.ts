@@ -25,9 +25,9 @@ import { CvisorError } from "../../src/core/errors.js";
 import {
   CacheExistsError,
   CacheReadOnlyError,
+  isEntryMeta,
   validateKey,
   type CacheBackend,
-  type CacheFormat,
   type EntryMeta,
   type NewEntry,
 } from "../backend.js";
@@ -46,10 +46,8 @@ const MAX_OBJECT_NAME = 1024;
 /** A metadata object larger than this is not ours. */
 const MAX_META_BYTES = 1024 * 1024;
 /** When neither AWS_REGION nor the profile names one: what S3-compatible servers expect. */
-export const DEFAULT_REGION = "us-east-1";
-export const FORCE_PATH_STYLE_ENV = "CVISOR_S3_FORCE_PATH_STYLE";
-
-const FORMATS: readonly CacheFormat[] = ["gzip", "zstd", "estargz", "none"];
+const DEFAULT_REGION = "us-east-1";
+const FORCE_PATH_STYLE_ENV = "CVISOR_S3_FORCE_PATH_STYLE";
 
 /** What the metadata object holds: the entry's metadata and where its archive is. */
 interface StoredMeta {
@@ -408,7 +406,7 @@ class S3Backend implements CacheBackend {
       string,
       unknown
     >;
-    const { format, size, sha256, created, cvisorVersion, extra, archive } = record;
+    const archive = record.archive;
     if (record.key !== key) throw this.corrupt(name, `it names key ${JSON.stringify(record.key)}`);
     if (
       typeof archive !== "string" ||
@@ -417,25 +415,16 @@ class S3Backend implements CacheBackend {
     ) {
       throw this.corrupt(name, "it has no archive name");
     }
-    if (
-      !FORMATS.includes(format as CacheFormat) ||
-      typeof size !== "number" ||
-      typeof sha256 !== "string" ||
-      !/^[0-9a-f]{64}$/.test(sha256) ||
-      typeof created !== "string" ||
-      typeof cvisorVersion !== "string" ||
-      (extra !== undefined && (typeof extra !== "object" || extra === null))
-    ) {
-      throw this.corrupt(name, "a field is missing or has the wrong type");
-    }
+    if (!isEntryMeta(record)) throw this.corrupt(name, "a field is missing or has the wrong type");
+    const { format, size, sha256, created, cvisorVersion, extra } = record;
     const meta: EntryMeta = {
       key,
-      format: format as CacheFormat,
+      format,
       size,
       sha256,
       created,
       cvisorVersion,
-      ...(extra ? { extra: extra as Record<string, string | number> } : {}),
+      ...(extra ? { extra } : {}),
     };
     return { meta, archive };
   }

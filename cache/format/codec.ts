@@ -12,12 +12,6 @@ export interface Codec {
   decoder(): Promise<Duplex>;
 }
 
-export const FORMATS: readonly CacheFormat[] = ["gzip", "zstd", "estargz", "none"];
-
-export function isFormat(text: string): text is CacheFormat {
-  return (FORMATS as readonly string[]).includes(text);
-}
-
 /** The codec of a format (its module loaded now). */
 export async function codecOf(format: CacheFormat): Promise<Codec> {
   switch (format) {

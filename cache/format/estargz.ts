@@ -22,7 +22,7 @@ import type { Codec } from "./codec.js";
 
 export const TOC_NAME = "stargz.index.json";
 export const NO_PREFETCH_LANDMARK = ".no.prefetch.landmark";
-export const PREFETCH_LANDMARK = ".prefetch.landmark";
+const PREFETCH_LANDMARK = ".prefetch.landmark";
 /** The landmark file's one byte. */
 export const LANDMARK_CONTENT = Buffer.from([0x0f]);
 /** The entries restore leaves out (they are the format's, not the tree's). */
@@ -31,8 +31,8 @@ export const ESTARGZ_META_NAMES: ReadonlySet<string> = new Set([
   NO_PREFETCH_LANDMARK,
   PREFETCH_LANDMARK,
 ]);
-export const CHUNK_SIZE = 4 << 20;
-export const FOOTER_SIZE = 51;
+const CHUNK_SIZE = 4 << 20;
+const FOOTER_SIZE = 51;
 /** A member is closed early once it holds this much (headers of many empty entries). */
 const MAX_MEMBER = 4 << 20;
 const LEVEL = 6;
@@ -72,7 +72,7 @@ export interface Toc {
 }
 
 /** The footer that points at the TOC member (estargz gzip.go, gzipFooterBytes). */
-export function footerBytes(tocOffset: number): Buffer {
+function footerBytes(tocOffset: number): Buffer {
   const buf = Buffer.alloc(FOOTER_SIZE);
   Buffer.from([0x1f, 0x8b, 0x08, 0x04, 0, 0, 0, 0, 0, 0xff]).copy(buf, 0);
   buf.writeUInt16LE(26, 10); // XLEN

@@ -11,23 +11,18 @@ import { closeSync, fstatSync, readlinkSync, readSync, lstatSync } from "node:fs
 import type { Stats } from "node:fs";
 import { once } from "node:events";
 import type { Pack } from "tar-stream";
-import type { Skipped } from "../../src/sandbox/copy-tree.js";
-import { identity, listDirNames, openFileChecked } from "../../src/sandbox/fd-path.js";
+import type { Skipped, TreeSource } from "../../src/sandbox/copy-tree.js";
+import { errCode, identity, listDirNames, openFileChecked } from "../../src/sandbox/fd-path.js";
 import { enterIgnoreFiles, IgnoreRules } from "../../src/sandbox/ignore-rules.js";
 import type { MergedView, ViewDir, ViewEntry } from "../../src/sandbox/view.js";
 import type { AnnouncedEntry } from "./estargz.js";
 import { LANDMARK_CONTENT, NO_PREFETCH_LANDMARK } from "./estargz.js";
 
 /** A directory tree to read. D: an open directory; E: one of its entries. */
-export interface PackSource<D, E extends { st: Stats }> {
-  /** The names of a directory, sorted, and the (shown) names that are not valid UTF-8. */
-  list(dir: D): { names: string[]; undecodable: string[] };
-  lookup(dir: D, name: string): E | undefined;
-  openDir(parent: D, entry: E): D;
-  closeDir(dir: D): void;
-  /** Opens a regular file (throws code ECHANGED when it is no longer the file looked up). */
-  openFile(parent: D, entry: E): number;
-  readlink(parent: D, entry: E): string;
+export interface PackSource<D, E extends { st: Stats }> extends Omit<
+  TreeSource<D, E>,
+  "refuse" | "shown"
+> {
   /** How messages name NAME in dir (or dir). */
   shown(dir: D, name?: string): string;
 }
@@ -133,10 +128,6 @@ const WHOLE_FILE = 1 << 20;
 const CHUNK = 1 << 20;
 
 type Header = AnnouncedEntry;
-
-function errCode(err: unknown): string | undefined {
-  return (err as NodeJS.ErrnoException | undefined)?.code;
-}
 
 class Packer<D, E extends { st: Stats }> {
   readonly report: PackReport = {
@@ -287,25 +278,28 @@ class Packer<D, E extends { st: Stats }> {
     }
   }
 
-  /** Reads exactly n bytes (zeros past an early end: the file shrank while being read). */
-  private read(fd: number, buf: Buffer, shown: string): void {
+  /** Fills buf from fd; false (with zeros past the end) when the file ends first. */
+  private read(fd: number, buf: Buffer): boolean {
     let n = 0;
     while (n < buf.length) {
       const got = readSync(fd, buf, n, buf.length - n, null);
       if (got === 0) {
         buf.fill(0, n);
-        this.skip(shown, "it shrank while being read: cached with zeros at its end");
-        return;
+        return false;
       }
       n += got;
     }
+    return true;
   }
 
   private async file(fd: number, rel: string, st: Stats, shown: string): Promise<void> {
     const h = this.header(rel, st, "file", st.size);
+    // Told once per file, however many chunks are past its new end.
+    const shrank = (): void =>
+      this.skip(shown, "it shrank while being read: cached with zeros at its end");
     if (st.size <= WHOLE_FILE) {
       const buf = Buffer.allocUnsafe(st.size);
-      this.read(fd, buf, shown);
+      if (!this.read(fd, buf)) shrank();
       this.report.bytes += st.size;
       await this.entry(h, buf);
       return;
@@ -319,9 +313,14 @@ class Packer<D, E extends { st: Stats }> {
     const sink = this.tar.entry({ ...h }, (err) => settle(err));
     done.catch((err: Error) => (failed = err));
     let left = st.size;
+    let short = false;
     while (left > 0 && failed === undefined) {
       const buf = Buffer.allocUnsafe(Math.min(CHUNK, left));
-      this.read(fd, buf, shown);
+      if (short) buf.fill(0);
+      else if (!this.read(fd, buf)) {
+        short = true;
+        shrank();
+      }
       left -= buf.length;
       this.report.bytes += buf.length;
       if (!sink.write(buf)) await Promise.race([once(sink, "drain"), done]);

@@ -31,10 +31,10 @@ import {
 import type { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import { extract as tarExtract, type Header } from "tar-stream";
+import type { Skipped } from "../../src/sandbox/copy-tree.js";
 
 /** A tar entry's contents as tar-stream hands them over. */
 type EntryStream = AsyncIterable<unknown> & { resume(): unknown };
-import type { Skipped } from "../../src/sandbox/copy-tree.js";
 
 /** An archive that must not be extracted: the restore fails with this one line. */
 export class HostileArchiveError extends Error {
@@ -67,7 +67,7 @@ export interface ExtractOptions {
 }
 
 /** A symlink at rel (relative to the tree's root) with this target leads outside the tree. */
-export function linkLeaves(rel: string, target: string): boolean {
+function linkLeaves(rel: string, target: string): boolean {
   if (target.startsWith("/")) return true;
   let depth = rel.split("/").length - 1; // the directories above the link, inside the tree
   for (const part of target.split("/")) {

@@ -12,7 +12,7 @@ import { spawnSync } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { prng } from "./fixtures.mjs";
+import { median, prng } from "./fixtures.mjs";
 
 const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "..");
 const CLI = path.join(REPO, "dist", "cvisor.cjs");
@@ -102,11 +102,6 @@ function warm(tree) {
   spawnSync("tar", ["-cf", "/dev/null", "-C", tree, "."]);
 }
 
-function median(xs) {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.floor((s.length - 1) / 2)];
-}
-
 function have(bin) {
   return spawnSync("sh", ["-c", `command -v ${bin}`]).status === 0;
 }
@@ -131,67 +126,18 @@ export async function benchCache({ rounds = 3, base = "/var/tmp", log = console.
   const backend = `disk:${path.join(tmp, "store")}`;
   const rows = [];
   try {
+    /** Timings (ms), CPU times and peak RSS of each run. */
+    const samples = () => ({ save: [], restore: [], saveCpu: [], restoreCpu: [], rss: [] });
     const runs = {
-      gzip: {
-        save: [],
-        restore: [],
-        saveCpu: [],
-        restoreCpu: [],
-        rss: [],
-        size: 0,
-        base: "tar|gzip",
-      },
-      zstd: {
-        save: [],
-        restore: [],
-        saveCpu: [],
-        restoreCpu: [],
-        rss: [],
-        size: 0,
-        base: zstd ? "tar|zstd" : undefined,
-      },
-      estargz: {
-        save: [],
-        restore: [],
-        saveCpu: [],
-        restoreCpu: [],
-        rss: [],
-        size: 0,
-        base: "tar|gzip",
-      },
-      none: { save: [], restore: [], saveCpu: [], restoreCpu: [], rss: [], size: 0, base: "tar" },
+      gzip: { ...samples(), size: 0, base: "tar|gzip" },
+      zstd: { ...samples(), size: 0, base: zstd ? "tar|zstd" : undefined },
+      estargz: { ...samples(), size: 0, base: "tar|gzip" },
+      none: { ...samples(), size: 0, base: "tar" },
     };
     const baselines = {
-      "tar|gzip": {
-        save: [],
-        restore: [],
-        saveCpu: [],
-        restoreCpu: [],
-        rss: [],
-        ext: "tgz",
-        c: "gzip",
-        d: "gzip -dc",
-      },
-      "tar|zstd": {
-        save: [],
-        restore: [],
-        saveCpu: [],
-        restoreCpu: [],
-        rss: [],
-        ext: "tzst",
-        c: "zstd -q -3",
-        d: "zstd -dcq",
-      },
-      tar: {
-        save: [],
-        restore: [],
-        saveCpu: [],
-        restoreCpu: [],
-        rss: [],
-        ext: "tar",
-        c: "cat",
-        d: "cat",
-      },
+      "tar|gzip": { ...samples(), ext: "tgz", c: "gzip", d: "gzip -dc" },
+      "tar|zstd": { ...samples(), ext: "tzst", c: "zstd -q -3", d: "zstd -dcq" },
+      tar: { ...samples(), ext: "tar", c: "cat", d: "cat" },
     };
     const out = path.join(tmp, "out");
     for (let round = 0; round < rounds; round++) {

@@ -34,6 +34,13 @@ export function prng(seed) {
   };
 }
 
+/** The median of a list of numbers (the mean of the middle two for an even count). */
+export function median(xs) {
+  const s = [...xs].sort((a, b) => a - b);
+  const m = s.length >> 1;
+  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
+}
+
 const WORDS = (
   "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi rho " +
   "sigma tau upsilon phi chi psi omega cache index tree blob commit merge branch remote"

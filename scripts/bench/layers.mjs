@@ -10,6 +10,7 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+import { median } from "./fixtures.mjs";
 
 const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 const CLI = path.join(REPO, "dist/cvisor.cjs");
@@ -33,12 +34,6 @@ int main(int argc, char **argv) {
     return 0;
 }
 `;
-
-function median(xs) {
-  const s = [...xs].sort((a, b) => a - b);
-  const m = s.length >> 1;
-  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
-}
 
 function cvisor(env, args) {
   const r = spawnSync(process.execPath, [CLI, ...args], { env, encoding: "utf8" });

@@ -4,10 +4,9 @@
 // merged view, restore writes its upper layer. Messages go to stderr, --json summaries to
 // stdout, a progress line to stderr when it is a terminal.
 import { isatty } from "node:tty";
-import { validateKey } from "../../cache/backend.js";
+import { isFormat, validateKey } from "../../cache/backend.js";
 import { backendSpec, openBackend } from "../../cache/backends/select.js";
-import { isFormat } from "../../cache/format/codec.js";
-import { newest } from "../../cache/lookup.js";
+import { newerFirst } from "../../cache/lookup.js";
 import { restoreCache, type RestoreTarget } from "../../cache/restore.js";
 import { saveCache, type CacheSource } from "../../cache/save.js";
 import { CvisorError } from "../core/errors.js";
@@ -232,10 +231,7 @@ export async function cache(plan: StoreCommandPlan): Promise<number> {
     case "ls": {
       const [prefix = ""] = args;
       const entries = await backend.list(prefix);
-      entries.sort((a, b) => {
-        const n = newest([a, b]);
-        return n === a ? -1 : n === b ? 1 : 0;
-      });
+      entries.sort(newerFirst);
       if (json) {
         out(entries);
       } else {

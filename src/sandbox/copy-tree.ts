@@ -58,19 +58,20 @@ export interface SourceEntry {
   st: Stats;
 }
 
-/** Where a copy reads from. D: an open directory. */
-export interface TreeSource<D> {
+/** Where a copy reads from. D: an open directory; E: one of its entries (cache save's packer
+ * reads through the same interface, with its own entry type). */
+export interface TreeSource<D, E extends { st: Stats } = SourceEntry> {
   /** The names of a directory, sorted, and the (shown) names that are not valid UTF-8. */
   list(dir: D): { names: string[]; undecodable: string[] };
   /** An entry of dir, or undefined when it is gone. */
-  lookup(dir: D, name: string): SourceEntry | undefined;
-  openDir(parent: D, entry: SourceEntry): D;
+  lookup(dir: D, name: string): E | undefined;
+  openDir(parent: D, entry: E): D;
   closeDir(dir: D): void;
   /** Opens a regular file for reading; throws code ECHANGED if it is no longer that file. */
-  openFile(parent: D, entry: SourceEntry): number;
-  readlink(parent: D, entry: SourceEntry): string;
+  openFile(parent: D, entry: E): number;
+  readlink(parent: D, entry: E): string;
   /** Why this entry must be left out (a reason for the warning), or undefined. */
-  refuse?(parent: D, entry: SourceEntry): string | undefined;
+  refuse?(parent: D, entry: E): string | undefined;
   /** How messages name a directory. */
   shown(dir: D): string;
 }

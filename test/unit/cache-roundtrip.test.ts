@@ -13,6 +13,8 @@ import {
   readdirSync,
   readFileSync,
   rmSync,
+  statSync,
+  truncateSync,
   utimesSync,
   writeFileSync,
 } from "node:fs";
@@ -23,9 +25,11 @@ import type { CacheFormat, EntryMeta } from "../../cache/backend.js";
 import { DiskBackend } from "../../cache/backends/disk.js";
 import { openS3Backend } from "../../cache/backends/s3.js";
 import { backendSpec, openBackend } from "../../cache/backends/select.js";
+import { HostSource, packTree, type HostEntry } from "../../cache/format/pack.js";
 import { lookup, newest } from "../../cache/lookup.js";
 import { restoreCache } from "../../cache/restore.js";
 import { saveCache } from "../../cache/save.js";
+import { extract as tarExtract, pack as tarPack } from "tar-stream";
 import { CvisorError } from "../../src/core/errors.js";
 import { cacheDir } from "../../src/paths.js";
 import { cacheTree, describeTree } from "../helpers/cache-tree.js";
@@ -364,3 +368,43 @@ for (const format of FORMATS) {
     assert.deepEqual(describeTree(out), expected);
   });
 }
+
+test("a file that shrinks while being packed is told once and padded with zeros", async (t) => {
+  const dir = join(tempDir(t), "src");
+  mkdirSync(dir);
+  const file = join(dir, "big.bin");
+  const data = Buffer.alloc(4 * MB, 7);
+  writeFileSync(file, data);
+  const tar = tarPack();
+  const got = new Promise<Buffer>((resolve, reject) => {
+    const x = tarExtract();
+    x.on("entry", (h, body, next) => {
+      const parts: Buffer[] = [];
+      body.on("data", (b: unknown) => parts.push(b as Buffer));
+      body.on("end", () => {
+        if (h.name === "big.bin") resolve(Buffer.concat(parts));
+        next();
+      });
+    });
+    x.on("error", reject);
+    tar.pipe(x);
+  });
+  let cut = false;
+  const report = await packTree<string, HostEntry>(new HostSource(), dir, statSync(dir), tar, {
+    // Called after each 1 MiB chunk of a large file: the file loses all but its first MiB.
+    onProgress: () => {
+      if (!cut && existsSync(file)) {
+        truncateSync(file, MB);
+        cut = true;
+      }
+    },
+  });
+  assert.ok(cut);
+  assert.deepEqual(report.skipped, [
+    { path: file, reason: "it shrank while being read: cached with zeros at its end" },
+  ]);
+  const body = await got;
+  assert.equal(body.length, 4 * MB);
+  assert.ok(body.subarray(0, MB).equals(data.subarray(0, MB)));
+  assert.ok(body.subarray(MB).equals(Buffer.alloc(3 * MB)));
+});
