@@ -17,13 +17,11 @@ import { openNamed } from "../sandbox/store.js";
 import { targetSandbox } from "./commands.js";
 import { existingSandbox } from "./diff.js";
 import { writeStderr } from "./errors.js";
-import { EXIT_OK } from "./exit-codes.js";
+import { EXIT_CACHE_MISS, EXIT_OK } from "./exit-codes.js";
 import { humanBytes } from "./human.js";
 import type { StoreCommandPlan } from "./plan.js";
 
 const SB = "sb:";
-/** --fail-on-miss: a miss fails the CI step, and is told apart from cvisor's own failures. */
-export const EXIT_CACHE_MISS = 1;
 
 function usage(message: string): CvisorError {
   return new CvisorError(message, "EUSAGE");

@@ -6,6 +6,8 @@ import type { RunResult } from "../sandbox/types.js";
 export const EXIT_OK = 0;
 /** `doctor` found a problem that stops sandboxes from running. */
 export const EXIT_DOCTOR_FAILED = 1;
+/** `cache restore --fail-on-miss` found no entry: told apart from cvisor's own failures (125). */
+export const EXIT_CACHE_MISS = 1;
 /** 124 timeout, 125 cvisor failed, 126 cannot execute, 127 not found: shared with the library. */
 export { EXIT_CANNOT_EXEC, EXIT_CVISOR, EXIT_NOT_FOUND, EXIT_TIMEOUT } from "../sandbox/result.js";
 
