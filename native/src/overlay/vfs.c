@@ -117,8 +117,11 @@ static void join(char *out, const char *dir, const char *name) {
     out[dl + 1 + nl] = 0;
 }
 
-/* Look name up in d. 0 and *layer, *lidx, *st, or -ENOENT (also for a whiteout), or -errno. */
-static int lookup(struct cv_run *r, const struct wdir *d, const char *name, int *layer, int *lidx, struct stat *st) {
+/* Look name up in d. 0 and *layer, *lidx, *st, or -ENOENT (also for a whiteout), or -errno.
+ * *ln: the layers' entries under name when the look-up read them (for descend), else NULL. */
+static int lookup(struct cv_run *r, const struct wdir *d, const char *name, int *layer, int *lidx, struct stat *st,
+                  struct cv_lnames *lnbuf, const struct cv_lnames **ln) {
+    *ln = NULL;
     if (cv_ov_reserved(name)) return -ENOENT;
     int lower_shows = !d->opq && (d->low >= 0 || d->lmask);
     *lidx = 0;
@@ -134,12 +137,12 @@ static int lookup(struct cv_run *r, const struct wdir *d, const char *name, int 
     char vp[PATH_MAX];
     join(vp, d->vpath, name);
     if (d->lmask) {
-        struct cv_lnames ln;
-        cv_lower_names(r, d->vpath, name, &ln);
-        uint64_t m = (ln.has | ln.wh) & d->lmask;
+        cv_lower_names(r, d->vpath, name, lnbuf);
+        *ln = lnbuf;
+        uint64_t m = (lnbuf->has | lnbuf->wh) & d->lmask;
         if (m) {
             int i = __builtin_ctzll(m);
-            if (!(ln.has >> i & 1)) return -ENOENT; /* that layer deletes it */
+            if (!(lnbuf->has >> i & 1)) return -ENOENT; /* that layer deletes it */
             int e = cv_lower_lstat(r, i, vp, st);
             if (e < 0) return e;
             *layer = CV_LOWER;
@@ -156,15 +159,16 @@ static int lookup(struct cv_run *r, const struct wdir *d, const char *name, int 
 
 /* The read-only layers from index `from` on whose directory name (a child of d) is a directory
  * that shows; *stop when one of them hides everything below it (a file, a whiteout, an opaque
- * directory), the host included. */
+ * directory), the host included. known: the layers' entries under name when lookup read them. */
 static uint64_t layer_twins(struct cv_run *r, const struct wdir *d, const char *name, const char *vp, int from,
-                            int *stop) {
+                            const struct cv_lnames *known, int *stop) {
     uint64_t mask = 0;
     *stop = 0;
     uint64_t below = from >= 64 ? 0 : d->lmask & (~0ull << from);
     if (!below) return 0;
     struct cv_lnames ln;
-    cv_lower_names(r, d->vpath, name, &ln);
+    if (known) ln = *known;
+    else cv_lower_names(r, d->vpath, name, &ln);
     uint64_t m = (ln.has | ln.wh) & below, opaque = 0;
     int opaque_read = 0;
     while (m && !*stop) {
@@ -186,8 +190,9 @@ static uint64_t layer_twins(struct cv_run *r, const struct wdir *d, const char *
     return mask;
 }
 
-/* Step from d into its child directory name (found in layer, lidx). */
-static int descend(struct cv_run *r, struct wdir *d, const char *name, int layer, int lidx) {
+/* Step from d into its child directory name (found in layer, lidx; ln as lookup gave it). */
+static int descend(struct cv_run *r, struct wdir *d, const char *name, int layer, int lidx,
+                   const struct cv_lnames *ln) {
     char vp[PATH_MAX];
     if (strlen(d->vpath) + strlen(name) + 2 > PATH_MAX) return -ENAMETOOLONG;
     join(vp, d->vpath, name);
@@ -199,7 +204,7 @@ static int descend(struct cv_run *r, struct wdir *d, const char *name, int layer
     }
     if (layer != CV_UPPER || !d->opq) {
         int from = layer == CV_UPPER ? 0 : lidx > 0 ? lidx - 1 : r->nlower;
-        mask = layer_twins(r, d, name, vp, from, &stop);
+        mask = layer_twins(r, d, name, vp, from, ln, &stop);
         if (!stop && d->low >= 0) {
             low = open_dir_at(d->low, name); /* -1: the name is a file (or missing) in the host */
             if (low < 0 && layer == CV_LOWER && lidx == 0) return -errno;
@@ -266,9 +271,11 @@ static int dir_at(struct cv_run *r, const char *vpath, struct wdir *d) {
     for (char *save = NULL, *c = strtok_r(buf, "/", &save); c; c = strtok_r(NULL, "/", &save)) {
         int layer, lidx;
         struct stat st;
-        e = lookup(r, d, c, &layer, &lidx, &st);
+        struct cv_lnames lnbuf;
+        const struct cv_lnames *ln;
+        e = lookup(r, d, c, &layer, &lidx, &st, &lnbuf, &ln);
         if (e == 0 && !S_ISDIR(st.st_mode)) e = -ENOTDIR;
-        if (e == 0) e = descend(r, d, c, layer, lidx);
+        if (e == 0) e = descend(r, d, c, layer, lidx, ln);
         if (e < 0) {
             wdir_close(d);
             return e;
@@ -533,7 +540,9 @@ int cv_vresolve(struct cv_notif *n, int dirfd, const char *path, int flags, stru
             if (last) goto final_dir;
             continue;
         }
-        e = lookup(r, &d, comp, &layer, &lidx, &st);
+        struct cv_lnames lnbuf;
+        const struct cv_lnames *ln;
+        e = lookup(r, &d, comp, &layer, &lidx, &st, &lnbuf, &ln);
         char vp[PATH_MAX];
         if (strlen(d.vpath) + strlen(comp) + 2 > PATH_MAX) {
             e = -ENAMETOOLONG;
@@ -613,7 +622,7 @@ int cv_vresolve(struct cv_notif *n, int dirfd, const char *path, int flags, stru
                     cv_autoclose int up = open_dir_at(d.up, comp);
                     v->opaque = is_opaque(up);
                     int stop = 0;
-                    if (!d.opq) v->lower_dir = layer_twins(r, &d, comp, vp, 0, &stop) != 0;
+                    if (!d.opq) v->lower_dir = layer_twins(r, &d, comp, vp, 0, ln, &stop) != 0;
                     if (!d.opq && !stop && !v->lower_dir && d.low >= 0) {
                         struct stat ls;
                         v->lower_dir = fstatat(d.low, comp, &ls, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(ls.st_mode);
@@ -629,7 +638,7 @@ int cv_vresolve(struct cv_notif *n, int dirfd, const char *path, int flags, stru
             e = -ENOTDIR;
             goto fail;
         }
-        e = descend(r, &d, comp, layer, lidx);
+        e = descend(r, &d, comp, layer, lidx, ln);
         if (e < 0) goto fail;
         if (d.low < 0) v->touched = 1;
         if (last) goto final_dir;
