@@ -117,6 +117,31 @@ static void join(char *out, const char *dir, const char *name) {
     out[dl + 1 + nl] = 0;
 }
 
+/* name of the directory vdir below the upper: in the read-only layers lmask, then in the host
+ * directory low (-1: none). vp is vdir + "/" + name. 0 and *lidx (0: the host) and *st, or
+ * -ENOENT (also when a layer deletes it), or -errno. lnbuf: the layers' entries under name, read
+ * when lmask is set (then *ln points to it; ln may be NULL). */
+static int lookup_below(struct cv_run *r, const char *vdir, const char *vp, const char *name, uint64_t lmask, int low,
+                        int *lidx, struct stat *st, struct cv_lnames *lnbuf, const struct cv_lnames **ln) {
+    *lidx = 0;
+    if (lmask) {
+        cv_lower_names(r, vdir, name, lnbuf);
+        if (ln) *ln = lnbuf;
+        uint64_t m = (lnbuf->has | lnbuf->wh) & lmask;
+        if (m) {
+            int i = __builtin_ctzll(m);
+            if (!(lnbuf->has >> i & 1)) return -ENOENT; /* that layer deletes it */
+            int e = cv_lower_lstat(r, i, vp, st);
+            if (e < 0) return e;
+            *lidx = i + 1;
+            return 0;
+        }
+    }
+    if (low < 0) return -ENOENT;
+    if (fstatat(low, name, st, AT_SYMLINK_NOFOLLOW) < 0) return -errno;
+    return cv_vfs_hidden(r, vp) ? -ENOENT : 0;
+}
+
 /* Look name up in d. 0 and *layer, *lidx, *st, or -ENOENT (also for a whiteout), or -errno.
  * *ln: the layers' entries under name when the look-up read them (for descend), else NULL. */
 static int lookup(struct cv_run *r, const struct wdir *d, const char *name, int *layer, int *lidx, struct stat *st,
@@ -136,25 +161,9 @@ static int lookup(struct cv_run *r, const struct wdir *d, const char *name, int 
     if (!lower_shows) return -ENOENT;
     char vp[PATH_MAX];
     join(vp, d->vpath, name);
-    if (d->lmask) {
-        cv_lower_names(r, d->vpath, name, lnbuf);
-        *ln = lnbuf;
-        uint64_t m = (lnbuf->has | lnbuf->wh) & d->lmask;
-        if (m) {
-            int i = __builtin_ctzll(m);
-            if (!(lnbuf->has >> i & 1)) return -ENOENT; /* that layer deletes it */
-            int e = cv_lower_lstat(r, i, vp, st);
-            if (e < 0) return e;
-            *layer = CV_LOWER;
-            *lidx = i + 1;
-            return 0;
-        }
-    }
-    if (d->low < 0) return -ENOENT;
-    if (fstatat(d->low, name, st, AT_SYMLINK_NOFOLLOW) < 0) return -errno;
-    if (cv_vfs_hidden(r, vp)) return -ENOENT;
-    *layer = CV_LOWER;
-    return 0;
+    int e = lookup_below(r, d->vpath, vp, name, d->lmask, d->low, lidx, st, lnbuf, ln);
+    if (e == 0) *layer = CV_LOWER;
+    return e;
 }
 
 /* The read-only layers from index `from` on whose directory name (a child of d) is a directory
@@ -406,20 +415,11 @@ int cv_vnode_may_change(const struct cv_vnode *v) {
 
 int cv_vnode_lower(const struct cv_vnode *v, struct stat *st) {
     if (!*v->name || v->popq || v->in_proc) return 0;
-    struct cv_run *r = v->run;
     char parent[PATH_MAX];
     parent_of(v, parent);
-    if (v->plmask) {
-        struct cv_lnames ln;
-        cv_lower_names(r, parent, v->name, &ln);
-        uint64_t m = (ln.has | ln.wh) & v->plmask;
-        if (m) {
-            int i = __builtin_ctzll(m);
-            return ln.has >> i & 1 && cv_lower_lstat(r, i, v->vpath, st) == 0;
-        }
-    }
-    if (v->plow < 0 || fstatat(v->plow, v->name, st, AT_SYMLINK_NOFOLLOW) < 0) return 0;
-    return !cv_vfs_hidden(r, v->vpath);
+    struct cv_lnames ln;
+    int lidx;
+    return lookup_below(v->run, parent, v->vpath, v->name, v->plmask, v->plow, &lidx, st, &ln, NULL) == 0;
 }
 
 int cv_vdir_stack(struct cv_run *r, const char *vdir, struct cv_vstack *s) {

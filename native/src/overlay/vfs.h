@@ -54,7 +54,7 @@ int cv_vnode_may_change(const struct cv_vnode *v);
 
 /* The object under v's name below the upper (in the read-only layers, then the host), the one
  * the upper's own entry or whiteout covers. 1 with *st, 0 when there is none (also when a layer
- * deletes it or the parent directory is opaque), or -errno. */
+ * deletes it or the parent directory is opaque, or it cannot be read). */
 int cv_vnode_lower(const struct cv_vnode *v, struct stat *st);
 
 /* The object lives in cvisor's storage (the upper or a read-only layer), where the guest's own
