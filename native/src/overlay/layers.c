@@ -85,7 +85,7 @@ int cv_ov_ensure_upper(struct cv_run *r) {
     return 0;
 }
 
-int cv_ov_open_upper(struct cv_run *r, const char *vpath, int flags, mode_t mode) {
+int cv_ov_open_upper(const struct cv_run *r, const char *vpath, int flags, mode_t mode) {
     if (r->upper_fd < 0) return -EROFS;
     struct open_how how = {.flags = (uint64_t)(flags | O_NOFOLLOW | O_CLOEXEC),
                            .mode = (flags & (O_CREAT | O_TMPFILE)) ? mode : 0,

@@ -55,7 +55,7 @@ int cv_ov_copy_up(struct cv_run *r, const struct cv_vnode *v, int with_data);
 int cv_ov_materialize(struct cv_run *r, const char *vdir, int lower_shows);
 
 /* Open vpath in the upper layer without following any symlink. */
-int cv_ov_open_upper(struct cv_run *r, const char *vpath, int flags, mode_t mode);
+int cv_ov_open_upper(const struct cv_run *r, const char *vpath, int flags, mode_t mode);
 
 /* Remove an upper directory that holds only reserved entries (whiteouts, the opaque marker). */
 int cv_ov_rmdir_upper(int parent, const char *name);

@@ -335,15 +335,8 @@ static int start_dir(struct cv_notif *n, int dirfd, struct wdir *d, int *in_proc
     d->low = open(link, O_PATH | O_DIRECTORY | O_CLOEXEC);
     if (d->low < 0) return errno == ENOTDIR ? -ENOTDIR : -ENOENT;
     strcpy(d->vpath, vpath);
-    d->up = -1;
-    if (r->upper_fd >= 0 && strcmp(vpath, "/")) {
-        struct open_how how = {.flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
-                               .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS};
-        d->up = (int)syscall(__NR_openat2, r->upper_fd, vpath + 1, &how, sizeof how);
-        if (d->up < 0) d->up = -1;
-    } else if (r->upper_fd >= 0) {
-        d->up = open_dir_at(r->upper_fd, ".");
-    }
+    d->up = cv_ov_open_upper(r, vpath, O_PATH | O_DIRECTORY, 0);
+    if (d->up < 0) d->up = -1;
     d->opq = is_opaque(d->up);
     return 0;
 }
