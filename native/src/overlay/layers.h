@@ -42,6 +42,9 @@ int cv_ov_upper_dir(struct cv_run *r, const char *vdir);
 /* The upper directory holding vpath (its parent), made as cv_ov_upper_dir does. fd or -errno. */
 int cv_ov_upper_parent(struct cv_run *r, const char *vpath);
 
+/* Copy mode, times and (when we may) the owner of st onto fd. */
+void cv_ov_copy_attrs(int fd, const struct stat *st);
+
 /* A fresh name for a temporary object in the work directory. */
 void cv_ov_tmpname(char *out, size_t len);
 
