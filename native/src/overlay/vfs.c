@@ -341,13 +341,16 @@ static int start_dir(struct cv_notif *n, int dirfd, struct wdir *d, int *in_proc
     return 0;
 }
 
-/* The parent directory of v, vpath-wise. */
-static void parent_of(const struct cv_vnode *v, char *out) {
-    snprintf(out, PATH_MAX, "%s", v->vpath);
+/* The parent directory of a virtual path (PATH_MAX), textually: "/" for "/" and "/x". */
+static void parent_path(const char *vpath, char *out) {
+    snprintf(out, PATH_MAX, "%s", vpath);
     char *slash = strrchr(out, '/');
     if (slash == out) out[1] = 0;
     else if (slash) *slash = 0;
 }
+
+/* The parent directory of v, vpath-wise. */
+static void parent_of(const struct cv_vnode *v, char *out) { parent_path(v->vpath, out); }
 
 static int first_layer(uint64_t mask) { return mask ? __builtin_ctzll(mask) : -1; }
 
@@ -479,11 +482,9 @@ int cv_vresolve(struct cv_notif *n, int dirfd, const char *path, int flags, stru
         }
         if (held >= 0) close(held);
         if (strncmp(path, "..", 2) || (path[2] && path[2] != '/')) return -ENOENT;
-        char abs[PATH_MAX * 2];
-        char *slash = strrchr(d.vpath, '/');
-        if (slash == d.vpath) slash[1] = 0;
-        else if (slash) *slash = 0;
-        snprintf(abs, sizeof abs, "%s/%s", d.vpath, path + 2);
+        char abs[PATH_MAX * 2], parent[PATH_MAX];
+        parent_path(d.vpath, parent);
+        snprintf(abs, sizeof abs, "%s/%s", parent, path + 2);
         return cv_vresolve(n, AT_FDCWD, abs, flags, v);
     }
     if (e < 0) return e;
@@ -518,10 +519,7 @@ int cv_vresolve(struct cv_notif *n, int dirfd, const char *path, int flags, stru
         }
         if (!strcmp(comp, "..")) {
             char parent[PATH_MAX];
-            snprintf(parent, sizeof parent, "%s", d.vpath);
-            char *slash = strrchr(parent, '/');
-            if (slash == parent) parent[1] = 0;
-            else if (slash) *slash = 0;
+            parent_path(d.vpath, parent);
             wdir_close(&d);
             if (!strcmp(parent, "/proc") || !strncmp(parent, "/proc/", 6)) {
                 char abs[PATH_MAX * 2];
@@ -661,10 +659,7 @@ final_dir:
     {
         /* Re-walk to the parent so handlers get the parent's fds too. */
         char parent[PATH_MAX];
-        snprintf(parent, sizeof parent, "%s", d.vpath);
-        char *slash = strrchr(parent, '/');
-        if (slash == parent) parent[1] = 0;
-        else *slash = 0;
+        parent_path(d.vpath, parent);
         wdir_close(&d);
         e = dir_at(r, parent, &d);
         if (e < 0) goto fail;
