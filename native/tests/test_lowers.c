@@ -195,18 +195,26 @@ int main(void) {
     if (res("a/n2", CV_RES_FOLLOW, &v) == 0) {
         check(cv_vnode_lower(&v, &st) == 1 && st.st_size == 1, "cv_vnode_lower(a/n2): L1's copy");
         cv_vnode_release(&v);
+    } else {
+        failf("a/n2: does not resolve");
     }
     if (res("a/u", CV_RES_FOLLOW, &v) == 0) {
         check(cv_vnode_lower(&v, &st) == 0, "cv_vnode_lower(a/u): nothing below the upper");
         cv_vnode_release(&v);
+    } else {
+        failf("a/u: does not resolve");
     }
     if (res("a/f", CV_RES_PARENT, &v) == 0) {
         check(cv_vnode_lower(&v, &st) == 0, "cv_vnode_lower(a/f): L2's whiteout hides the host's");
         cv_vnode_release(&v);
+    } else {
+        failf("a/f: does not resolve");
     }
     if (res("a/old", CV_RES_PARENT, &v) == 0) {
         check(cv_vnode_lower(&v, &st) == 1, "cv_vnode_lower(a/old): the host's, under the upper's whiteout");
         cv_vnode_release(&v);
+    } else {
+        failf("a/old: does not resolve");
     }
 
     char real[512], out[512];

@@ -156,15 +156,21 @@ int main(void) {
     if (res("a", F, &v) == 0) {
         check(v.exists && v.layer == CV_UPPER && v.lower_dir && !v.opaque, "a: merged directory");
         cv_vnode_release(&v);
+    } else {
+        failf("a: does not resolve");
     }
     if (res("d", F, &v) == 0) {
         check(v.exists && v.opaque, "d: opaque");
         cv_vnode_release(&v);
+    } else {
+        failf("d: does not resolve");
     }
     /* Relative paths start at the guest's cwd. */
     char a[256];
     snprintf(a, sizeof a, "%s/a", H);
-    if (chdir(a) == 0) {
+    if (chdir(a) != 0) {
+        failf("chdir %s", a);
+    } else {
         expect("./new", F, 0, 1, CV_UPPER, 1);
         expect("./g", F, 0, 1, CV_LOWER, 0);
         expect("../d/y", F, 0, 1, CV_UPPER, 1);

@@ -8,7 +8,6 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/openat2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,14 +52,6 @@ static int holds_hidden(const struct cv_run *r, const char *vdir) {
         if (pl == l && !strncmp(h, vdir, l)) return 1;
     }
     return 0;
-}
-
-static int upper_twin(const struct cv_run *r, const char *vdir) {
-    if (r->upper_fd < 0) return -1;
-    if (!strcmp(vdir, "/")) return openat(r->upper_fd, ".", O_PATH | O_DIRECTORY | O_CLOEXEC);
-    struct open_how how = {.flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
-                           .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS};
-    return (int)syscall(__NR_openat2, r->upper_fd, vdir + 1, &how, sizeof how);
 }
 
 /* A host directory listed by the kernel on a dup of the guest's fd (so the offset is the kernel's
@@ -186,8 +177,7 @@ struct cv_reply cv_h_dirent(struct cv_notif *n) {
     if (!strncmp(real, "/proc/", 6)) return cv_continue(); /* a process of the sandbox (opens are checked) */
     if (cv_virtual_of_real(r, real, vdir, sizeof vdir) < 0) return cv_err(ENOENT);
     if (r->nlower) return layered(n, vdir, real, old_abi, &ctx);
-    int in_upper = r->upper && !strncmp(real, r->upper, strlen(r->upper)) &&
-                   (real[strlen(r->upper)] == '/' || !real[strlen(r->upper)]);
+    int in_upper = cv_vfs_in_store(r, real); /* no read-only layers: the upper */
     cv_autoclose int up = -1;
     cv_autoclose int low = -1;
     if (in_upper) {
@@ -200,16 +190,11 @@ struct cv_reply cv_h_dirent(struct cv_notif *n) {
             cv_vnode_release(&v);
         }
     } else {
-        up = upper_twin(r, vdir);
+        up = cv_ov_open_upper(r, vdir, O_RDONLY | O_DIRECTORY, 0);
         if (up < 0) /* a host directory with no changes: native, hidden names taken out */
             return holds_hidden(r, vdir) && !old_abi ? filtered(n, &ctx) : cv_continue();
-        if (up >= 0) {
-            int rd = openat(up, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-            close(up);
-            up = rd;
-        }
         /* An opaque twin: the host directory the guest holds was deleted and made again. */
-        if (up < 0 || faccessat(up, CV_OPAQUE_NAME, F_OK, AT_SYMLINK_NOFOLLOW) != 0) {
+        if (faccessat(up, CV_OPAQUE_NAME, F_OK, AT_SYMLINK_NOFOLLOW) != 0) {
             low = open(link, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
             if (low < 0) return cv_err(EBADF);
         }

@@ -143,7 +143,7 @@ static struct cv_reply on_fd(struct cv_notif *n, int gfd, const struct meta_op *
     int e = cv_vresolve(n, AT_FDCWD, vpath, 0, &v);
     if (e == 0 && (!v.exists || v.in_proc)) e = -EROFS; /* deleted in the view, or not ours to change */
     if (e == 0) e = on_node(n, &v, op);
-    if (e != -ENOENT || v.exists) cv_vnode_release(&v);
+    cv_vnode_release(&v); /* safe after any cv_vresolve: it holds nothing on failure */
     return e < 0 ? cv_err(-e) : cv_val(0);
 }
 

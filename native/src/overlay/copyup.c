@@ -173,10 +173,7 @@ static int materialize_at(struct cv_run *r, int up, const char *vdir, int depth)
                     break;
                 }
                 e = materialize_at(r, cu, vp, depth + 1);
-                struct timespec ts[2] = {ls.st_atim, ls.st_mtim};
-                if (geteuid() == 0) (void)fchown(cu, ls.st_uid, ls.st_gid);
-                fchmod(cu, ls.st_mode & 07777);
-                futimens(cu, ts);
+                cv_ov_copy_attrs(cu, &ls);
                 continue;
             }
             char tmp[64];

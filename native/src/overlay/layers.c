@@ -85,7 +85,7 @@ int cv_ov_ensure_upper(struct cv_run *r) {
     return 0;
 }
 
-int cv_ov_open_upper(struct cv_run *r, const char *vpath, int flags, mode_t mode) {
+int cv_ov_open_upper(const struct cv_run *r, const char *vpath, int flags, mode_t mode) {
     if (r->upper_fd < 0) return -EROFS;
     struct open_how how = {.flags = (uint64_t)(flags | O_NOFOLLOW | O_CLOEXEC),
                            .mode = (flags & (O_CREAT | O_TMPFILE)) ? mode : 0,
@@ -100,8 +100,7 @@ void cv_ov_tmpname(char *out, size_t len) {
     snprintf(out, len, "tmp.%d.%d.%lu", (int)getpid(), (int)gettid(), atomic_fetch_add(&seq, 1));
 }
 
-/* Copy mode, times and (when we may) the owner of st onto fd. */
-static void copy_attrs(int fd, const struct stat *st) {
+void cv_ov_copy_attrs(int fd, const struct stat *st) {
     if (geteuid() == 0) (void)fchown(fd, st->st_uid, st->st_gid);
     fchmod(fd, st->st_mode & 07777);
     struct timespec ts[2] = {st->st_atim, st->st_mtim};
@@ -149,7 +148,7 @@ int cv_ov_upper_dir(struct cv_run *r, const char *vdir) {
             }
             int t = openat(r->work_fd, tmp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
             if (t >= 0) {
-                copy_attrs(t, &st);
+                cv_ov_copy_attrs(t, &st);
                 close(t);
             }
             if (renameat2(r->work_fd, tmp, cur, c, RENAME_NOREPLACE) < 0) unlinkat(r->work_fd, tmp, AT_REMOVEDIR);

@@ -42,6 +42,9 @@ int cv_ov_upper_dir(struct cv_run *r, const char *vdir);
 /* The upper directory holding vpath (its parent), made as cv_ov_upper_dir does. fd or -errno. */
 int cv_ov_upper_parent(struct cv_run *r, const char *vpath);
 
+/* Copy mode, times and (when we may) the owner of st onto fd. */
+void cv_ov_copy_attrs(int fd, const struct stat *st);
+
 /* A fresh name for a temporary object in the work directory. */
 void cv_ov_tmpname(char *out, size_t len);
 
@@ -55,7 +58,7 @@ int cv_ov_copy_up(struct cv_run *r, const struct cv_vnode *v, int with_data);
 int cv_ov_materialize(struct cv_run *r, const char *vdir, int lower_shows);
 
 /* Open vpath in the upper layer without following any symlink. */
-int cv_ov_open_upper(struct cv_run *r, const char *vpath, int flags, mode_t mode);
+int cv_ov_open_upper(const struct cv_run *r, const char *vpath, int flags, mode_t mode);
 
 /* Remove an upper directory that holds only reserved entries (whiteouts, the opaque marker). */
 int cv_ov_rmdir_upper(int parent, const char *name);

@@ -213,16 +213,10 @@ static const struct ldir *get(struct cv_run *r, const char *vdir) {
     return d;
 }
 
-static int ensure_cache(struct cv_run *r) {
-    if (r->lcache) return 0;
-    /* Made by cv_run_add_lower before the run starts; this is only the out-of-memory case. */
-    return -ENOMEM;
-}
-
 void cv_lower_names(struct cv_run *r, const char *vdir, const char *name, struct cv_lnames *out) {
     memset(out, 0, sizeof *out);
-    if (ensure_cache(r) < 0) return;
-    struct cv_lcache *c = r->lcache;
+    struct cv_lcache *c = r->lcache; /* made by cv_run_add_lower; NULL only when out of memory */
+    if (!c) return;
     pthread_mutex_lock(&c->lock);
     const struct ldir *d = get(r, vdir);
     if (d) {
@@ -244,8 +238,8 @@ void cv_lower_names(struct cv_run *r, const char *vdir, const char *name, struct
 }
 
 uint64_t cv_lower_opaque(struct cv_run *r, const char *vdir) {
-    if (ensure_cache(r) < 0) return 0;
     struct cv_lcache *c = r->lcache;
+    if (!c) return 0;
     pthread_mutex_lock(&c->lock);
     const struct ldir *d = get(r, vdir);
     uint64_t opq = d ? d->opaque : 0;

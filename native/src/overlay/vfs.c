@@ -117,8 +117,36 @@ static void join(char *out, const char *dir, const char *name) {
     out[dl + 1 + nl] = 0;
 }
 
-/* Look name up in d. 0 and *layer, *lidx, *st, or -ENOENT (also for a whiteout), or -errno. */
-static int lookup(struct cv_run *r, const struct wdir *d, const char *name, int *layer, int *lidx, struct stat *st) {
+/* name of the directory vdir below the upper: in the read-only layers lmask, then in the host
+ * directory low (-1: none). vp is vdir + "/" + name. 0 and *lidx (0: the host) and *st, or
+ * -ENOENT (also when a layer deletes it), or -errno. lnbuf: the layers' entries under name, read
+ * when lmask is set (then *ln points to it; ln may be NULL). */
+static int lookup_below(struct cv_run *r, const char *vdir, const char *vp, const char *name, uint64_t lmask, int low,
+                        int *lidx, struct stat *st, struct cv_lnames *lnbuf, const struct cv_lnames **ln) {
+    *lidx = 0;
+    if (lmask) {
+        cv_lower_names(r, vdir, name, lnbuf);
+        if (ln) *ln = lnbuf;
+        uint64_t m = (lnbuf->has | lnbuf->wh) & lmask;
+        if (m) {
+            int i = __builtin_ctzll(m);
+            if (!(lnbuf->has >> i & 1)) return -ENOENT; /* that layer deletes it */
+            int e = cv_lower_lstat(r, i, vp, st);
+            if (e < 0) return e;
+            *lidx = i + 1;
+            return 0;
+        }
+    }
+    if (low < 0) return -ENOENT;
+    if (fstatat(low, name, st, AT_SYMLINK_NOFOLLOW) < 0) return -errno;
+    return cv_vfs_hidden(r, vp) ? -ENOENT : 0;
+}
+
+/* Look name up in d. 0 and *layer, *lidx, *st, or -ENOENT (also for a whiteout), or -errno.
+ * *ln: the layers' entries under name when the look-up read them (for descend), else NULL. */
+static int lookup(struct cv_run *r, const struct wdir *d, const char *name, int *layer, int *lidx, struct stat *st,
+                  struct cv_lnames *lnbuf, const struct cv_lnames **ln) {
+    *ln = NULL;
     if (cv_ov_reserved(name)) return -ENOENT;
     int lower_shows = !d->opq && (d->low >= 0 || d->lmask);
     *lidx = 0;
@@ -133,38 +161,23 @@ static int lookup(struct cv_run *r, const struct wdir *d, const char *name, int 
     if (!lower_shows) return -ENOENT;
     char vp[PATH_MAX];
     join(vp, d->vpath, name);
-    if (d->lmask) {
-        struct cv_lnames ln;
-        cv_lower_names(r, d->vpath, name, &ln);
-        uint64_t m = (ln.has | ln.wh) & d->lmask;
-        if (m) {
-            int i = __builtin_ctzll(m);
-            if (!(ln.has >> i & 1)) return -ENOENT; /* that layer deletes it */
-            int e = cv_lower_lstat(r, i, vp, st);
-            if (e < 0) return e;
-            *layer = CV_LOWER;
-            *lidx = i + 1;
-            return 0;
-        }
-    }
-    if (d->low < 0) return -ENOENT;
-    if (fstatat(d->low, name, st, AT_SYMLINK_NOFOLLOW) < 0) return -errno;
-    if (cv_vfs_hidden(r, vp)) return -ENOENT;
-    *layer = CV_LOWER;
-    return 0;
+    int e = lookup_below(r, d->vpath, vp, name, d->lmask, d->low, lidx, st, lnbuf, ln);
+    if (e == 0) *layer = CV_LOWER;
+    return e;
 }
 
 /* The read-only layers from index `from` on whose directory name (a child of d) is a directory
  * that shows; *stop when one of them hides everything below it (a file, a whiteout, an opaque
- * directory), the host included. */
+ * directory), the host included. known: the layers' entries under name when lookup read them. */
 static uint64_t layer_twins(struct cv_run *r, const struct wdir *d, const char *name, const char *vp, int from,
-                            int *stop) {
+                            const struct cv_lnames *known, int *stop) {
     uint64_t mask = 0;
     *stop = 0;
     uint64_t below = from >= 64 ? 0 : d->lmask & (~0ull << from);
     if (!below) return 0;
     struct cv_lnames ln;
-    cv_lower_names(r, d->vpath, name, &ln);
+    if (known) ln = *known;
+    else cv_lower_names(r, d->vpath, name, &ln);
     uint64_t m = (ln.has | ln.wh) & below, opaque = 0;
     int opaque_read = 0;
     while (m && !*stop) {
@@ -186,8 +199,9 @@ static uint64_t layer_twins(struct cv_run *r, const struct wdir *d, const char *
     return mask;
 }
 
-/* Step from d into its child directory name (found in layer, lidx). */
-static int descend(struct cv_run *r, struct wdir *d, const char *name, int layer, int lidx) {
+/* Step from d into its child directory name (found in layer, lidx; ln as lookup gave it). */
+static int descend(struct cv_run *r, struct wdir *d, const char *name, int layer, int lidx,
+                   const struct cv_lnames *ln) {
     char vp[PATH_MAX];
     if (strlen(d->vpath) + strlen(name) + 2 > PATH_MAX) return -ENAMETOOLONG;
     join(vp, d->vpath, name);
@@ -199,7 +213,7 @@ static int descend(struct cv_run *r, struct wdir *d, const char *name, int layer
     }
     if (layer != CV_UPPER || !d->opq) {
         int from = layer == CV_UPPER ? 0 : lidx > 0 ? lidx - 1 : r->nlower;
-        mask = layer_twins(r, d, name, vp, from, &stop);
+        mask = layer_twins(r, d, name, vp, from, ln, &stop);
         if (!stop && d->low >= 0) {
             low = open_dir_at(d->low, name); /* -1: the name is a file (or missing) in the host */
             if (low < 0 && layer == CV_LOWER && lidx == 0) return -errno;
@@ -266,9 +280,11 @@ static int dir_at(struct cv_run *r, const char *vpath, struct wdir *d) {
     for (char *save = NULL, *c = strtok_r(buf, "/", &save); c; c = strtok_r(NULL, "/", &save)) {
         int layer, lidx;
         struct stat st;
-        e = lookup(r, d, c, &layer, &lidx, &st);
+        struct cv_lnames lnbuf;
+        const struct cv_lnames *ln;
+        e = lookup(r, d, c, &layer, &lidx, &st, &lnbuf, &ln);
         if (e == 0 && !S_ISDIR(st.st_mode)) e = -ENOTDIR;
-        if (e == 0) e = descend(r, d, c, layer, lidx);
+        if (e == 0) e = descend(r, d, c, layer, lidx, ln);
         if (e < 0) {
             wdir_close(d);
             return e;
@@ -319,26 +335,22 @@ static int start_dir(struct cv_notif *n, int dirfd, struct wdir *d, int *in_proc
     d->low = open(link, O_PATH | O_DIRECTORY | O_CLOEXEC);
     if (d->low < 0) return errno == ENOTDIR ? -ENOTDIR : -ENOENT;
     strcpy(d->vpath, vpath);
-    d->up = -1;
-    if (r->upper_fd >= 0 && strcmp(vpath, "/")) {
-        struct open_how how = {.flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
-                               .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS};
-        d->up = (int)syscall(__NR_openat2, r->upper_fd, vpath + 1, &how, sizeof how);
-        if (d->up < 0) d->up = -1;
-    } else if (r->upper_fd >= 0) {
-        d->up = open_dir_at(r->upper_fd, ".");
-    }
+    d->up = cv_ov_open_upper(r, vpath, O_PATH | O_DIRECTORY, 0);
+    if (d->up < 0) d->up = -1;
     d->opq = is_opaque(d->up);
     return 0;
 }
 
-/* The parent directory of v, vpath-wise. */
-static void parent_of(const struct cv_vnode *v, char *out) {
-    snprintf(out, PATH_MAX, "%s", v->vpath);
+/* The parent directory of a virtual path (PATH_MAX), textually: "/" for "/" and "/x". */
+static void parent_path(const char *vpath, char *out) {
+    snprintf(out, PATH_MAX, "%s", vpath);
     char *slash = strrchr(out, '/');
     if (slash == out) out[1] = 0;
     else if (slash) *slash = 0;
 }
+
+/* The parent directory of v, vpath-wise. */
+static void parent_of(const struct cv_vnode *v, char *out) { parent_path(v->vpath, out); }
 
 static int first_layer(uint64_t mask) { return mask ? __builtin_ctzll(mask) : -1; }
 
@@ -399,20 +411,11 @@ int cv_vnode_may_change(const struct cv_vnode *v) {
 
 int cv_vnode_lower(const struct cv_vnode *v, struct stat *st) {
     if (!*v->name || v->popq || v->in_proc) return 0;
-    struct cv_run *r = v->run;
     char parent[PATH_MAX];
     parent_of(v, parent);
-    if (v->plmask) {
-        struct cv_lnames ln;
-        cv_lower_names(r, parent, v->name, &ln);
-        uint64_t m = (ln.has | ln.wh) & v->plmask;
-        if (m) {
-            int i = __builtin_ctzll(m);
-            return ln.has >> i & 1 && cv_lower_lstat(r, i, v->vpath, st) == 0;
-        }
-    }
-    if (v->plow < 0 || fstatat(v->plow, v->name, st, AT_SYMLINK_NOFOLLOW) < 0) return 0;
-    return !cv_vfs_hidden(r, v->vpath);
+    struct cv_lnames ln;
+    int lidx;
+    return lookup_below(v->run, parent, v->vpath, v->name, v->plmask, v->plow, &lidx, st, &ln, NULL) == 0;
 }
 
 int cv_vdir_stack(struct cv_run *r, const char *vdir, struct cv_vstack *s) {
@@ -479,11 +482,9 @@ int cv_vresolve(struct cv_notif *n, int dirfd, const char *path, int flags, stru
         }
         if (held >= 0) close(held);
         if (strncmp(path, "..", 2) || (path[2] && path[2] != '/')) return -ENOENT;
-        char abs[PATH_MAX * 2];
-        char *slash = strrchr(d.vpath, '/');
-        if (slash == d.vpath) slash[1] = 0;
-        else if (slash) *slash = 0;
-        snprintf(abs, sizeof abs, "%s/%s", d.vpath, path + 2);
+        char abs[PATH_MAX * 2], parent[PATH_MAX];
+        parent_path(d.vpath, parent);
+        snprintf(abs, sizeof abs, "%s/%s", parent, path + 2);
         return cv_vresolve(n, AT_FDCWD, abs, flags, v);
     }
     if (e < 0) return e;
@@ -518,10 +519,7 @@ int cv_vresolve(struct cv_notif *n, int dirfd, const char *path, int flags, stru
         }
         if (!strcmp(comp, "..")) {
             char parent[PATH_MAX];
-            snprintf(parent, sizeof parent, "%s", d.vpath);
-            char *slash = strrchr(parent, '/');
-            if (slash == parent) parent[1] = 0;
-            else if (slash) *slash = 0;
+            parent_path(d.vpath, parent);
             wdir_close(&d);
             if (!strcmp(parent, "/proc") || !strncmp(parent, "/proc/", 6)) {
                 char abs[PATH_MAX * 2];
@@ -533,7 +531,9 @@ int cv_vresolve(struct cv_notif *n, int dirfd, const char *path, int flags, stru
             if (last) goto final_dir;
             continue;
         }
-        e = lookup(r, &d, comp, &layer, &lidx, &st);
+        struct cv_lnames lnbuf;
+        const struct cv_lnames *ln;
+        e = lookup(r, &d, comp, &layer, &lidx, &st, &lnbuf, &ln);
         char vp[PATH_MAX];
         if (strlen(d.vpath) + strlen(comp) + 2 > PATH_MAX) {
             e = -ENAMETOOLONG;
@@ -613,7 +613,7 @@ int cv_vresolve(struct cv_notif *n, int dirfd, const char *path, int flags, stru
                     cv_autoclose int up = open_dir_at(d.up, comp);
                     v->opaque = is_opaque(up);
                     int stop = 0;
-                    if (!d.opq) v->lower_dir = layer_twins(r, &d, comp, vp, 0, &stop) != 0;
+                    if (!d.opq) v->lower_dir = layer_twins(r, &d, comp, vp, 0, ln, &stop) != 0;
                     if (!d.opq && !stop && !v->lower_dir && d.low >= 0) {
                         struct stat ls;
                         v->lower_dir = fstatat(d.low, comp, &ls, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(ls.st_mode);
@@ -629,7 +629,7 @@ int cv_vresolve(struct cv_notif *n, int dirfd, const char *path, int flags, stru
             e = -ENOTDIR;
             goto fail;
         }
-        e = descend(r, &d, comp, layer, lidx);
+        e = descend(r, &d, comp, layer, lidx, ln);
         if (e < 0) goto fail;
         if (d.low < 0) v->touched = 1;
         if (last) goto final_dir;
@@ -659,10 +659,7 @@ final_dir:
     {
         /* Re-walk to the parent so handlers get the parent's fds too. */
         char parent[PATH_MAX];
-        snprintf(parent, sizeof parent, "%s", d.vpath);
-        char *slash = strrchr(parent, '/');
-        if (slash == parent) parent[1] = 0;
-        else *slash = 0;
+        parent_path(d.vpath, parent);
         wdir_close(&d);
         e = dir_at(r, parent, &d);
         if (e < 0) goto fail;

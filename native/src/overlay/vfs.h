@@ -1,8 +1,9 @@
-/* The guest's view: a path resolved over the layers (upper over host), the way
- * the kernel would resolve it if the merged tree were a real filesystem.
+/* The guest's view: a path resolved over the layers (upper, read-only layers, host),
+ * the way the kernel would resolve it if the merged tree were a real filesystem.
  *
  * Every walk step looks the name up with fstatat on the current directory's
- * upper and lower fds, so nothing the guest planted (a symlink in the upper, a
+ * upper and host fds (in the read-only layers: their kept listings, overlay/lowers.h,
+ * then one fstatat in the layer that has it), so nothing the guest planted (a symlink in the upper, a
  * renamed directory) can lead the supervisor out of a layer: symlinks are read
  * and followed through the virtual view, never by the kernel. */
 #ifndef CV_VFS_H
@@ -24,7 +25,7 @@ struct cv_vnode {
     int lidx;            /* CV_LOWER: 0 the host, i > 0 the run's i-th read-only layer (top first) */
     int lower_dir;       /* the final is a directory whose lower entries show through */
     int opaque;          /* the final is an opaque upper directory */
-    int touched;         /* the answer involved the upper layer or a whiteout: no CONTINUE */
+    int touched;         /* the answer involved the upper, a read-only layer or a whiteout: no CONTINUE */
     int trailing;        /* the path ended in '/' */
     struct stat st;      /* lstat (or stat when following) of the final, from its layer */
     char vpath[PATH_MAX];/* absolute, symlink-free virtual path of the final */
@@ -54,7 +55,7 @@ int cv_vnode_may_change(const struct cv_vnode *v);
 
 /* The object under v's name below the upper (in the read-only layers, then the host), the one
  * the upper's own entry or whiteout covers. 1 with *st, 0 when there is none (also when a layer
- * deletes it or the parent directory is opaque), or -errno. */
+ * deletes it or the parent directory is opaque, or it cannot be read). */
 int cv_vnode_lower(const struct cv_vnode *v, struct stat *st);
 
 /* The object lives in cvisor's storage (the upper or a read-only layer), where the guest's own
