@@ -154,6 +154,8 @@ export async function restoreCache(
         ...(digests ? { digests } : {}),
         ...(opts.onSkip ? { onSkip: opts.onSkip } : {}),
         allowExternalLinks: opts.allowExternalLinks === true,
+        // In a sandbox's layer a `.wh.` name would be a whiteout or an opaque marker.
+        skipReserved: target.kind === "sb",
       });
     } catch (err) {
       if (err instanceof HostileArchiveError) {

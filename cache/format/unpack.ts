@@ -32,6 +32,7 @@ import type { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import { extract as tarExtract, type Header } from "tar-stream";
 import type { Skipped } from "../../src/sandbox/copy-tree.js";
+import { WHITEOUT_PREFIX } from "../../src/sandbox/layer-names.js";
 
 /** A tar entry's contents as tar-stream hands them over. */
 type EntryStream = AsyncIterable<unknown> & { resume(): unknown };
@@ -62,6 +63,8 @@ export interface ExtractOptions {
   /** Record each regular file's sha256 ("sha256:<hex>") by name here. */
   digests?: Map<string, string>;
   onSkip?: (skipped: Skipped) => void;
+  /** Skip names with a `.wh.` component (a sandbox layer's reserved names), with a warning. */
+  skipReserved?: boolean;
   /** Accept symlinks whose target leaves the tree (else they fail the restore). */
   allowExternalLinks?: boolean;
 }
@@ -173,6 +176,11 @@ class Extractor {
       }
       if (n > limit) throw new HostileArchiveError(`${rel} is larger than ${limit} bytes`);
       this.opts.onMeta?.(rel, Buffer.concat(parts));
+      return;
+    }
+    if (this.opts.skipReserved && rel.split("/").some((p) => p.startsWith(WHITEOUT_PREFIX))) {
+      this.skip(name, "names starting with .wh. are reserved in the sandbox's layer: not restored");
+      stream.resume();
       return;
     }
     if (rel === "") {

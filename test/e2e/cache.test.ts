@@ -296,3 +296,27 @@ gtest(
     assert.equal(readlinkSync(join(out, "bin", "python")), "/usr/bin/python3");
   },
 );
+
+gtest(
+  "cache: restoring into a sandbox skips names a layer reserves (.wh.*), with a warning",
+  async (fx) => {
+    const e = setup(fx);
+    const src = join(fx.scratch, "tree");
+    mkdirSync(join(src, ".wh.dir"), { recursive: true });
+    writeFileSync(join(src, ".wh.keep"), "");
+    writeFileSync(join(src, ".wh.dir", "f"), "f\n");
+    writeFileSync(join(src, "keep"), "kept\n");
+    ok(await e.cache(["save", "tree-1", src]));
+    const app = fx.p("restored");
+    const r = await e.cache(["restore", "tree-1", `sb:${app}`], "ci");
+    ok(r);
+    assert.match(r.err, /\.wh\.keep.*reserved in the sandbox's layer: not restored/);
+    assert.match(r.err, /\.wh\.dir.*reserved in the sandbox's layer: not restored/);
+    const upper = join(e.home, "sandboxes", "ci", "upper", ...app.split("/").filter(Boolean));
+    assert.deepEqual(readdirSync(upper).sort(), ["keep"]);
+    // A host directory restore keeps them: there they are ordinary names.
+    const out = join(fx.scratch, "out");
+    ok(await e.cache(["restore", "tree-1", out]));
+    assert.deepEqual(readdirSync(out).sort(), [".wh.dir", ".wh.keep", "keep"]);
+  },
+);
