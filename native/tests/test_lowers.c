@@ -1,11 +1,12 @@
 /* cv_vresolve() over a chain of read-only layers (snapshots): upper, L1, L2, host.
  * The test process plays the guest, in a private mkdtemp tree:
  *
- *   host H/:  a/{f, g, old}, b/{old}, c (a file), e/{k}
+ *   host H/:  a/{f, g, h, old}, b/{old}, b2/{old}, c (a file), e/{k}
  *   L2 (bottom, the older snapshot): a/.wh.f, a/n2 "2", d2/x, b/{.wh..wh..opq, y}, s -> a/n2,
  *             e/.wh.k
  *   L1 (top):  a/n2 "1", a/only1, d2/.wh.x, c/z (a directory where the host has a file),
- *             .wh.e (the directory e deleted)
+ *             .wh.e (the directory e deleted), a/.wh.h/ (a whiteout that is a directory),
+ *             b2/.wh..wh..opq/ (a directory by the marker's name: not opaque)
  *   upper:     a/u, a/.wh.old
  *
  * Checked: the topmost layer wins, whiteouts of each layer hide what is below, opaque
@@ -147,6 +148,7 @@ int main(void) {
     dir_in("", "a"), dir_in("", "b"), dir_in("", "e");
     file_in("", "a/f", "f"), file_in("", "a/g", "g"), file_in("", "a/old", "old"), file_in("", "b/old", "bo");
     file_in("", "c", "c"), file_in("", "e/k", "k");
+    dir_in("", "b2"), file_in("", "a/h", "h"), file_in("", "b2/old", "o");
 
     dir_in(l2, "a"), dir_in(l2, "d2"), dir_in(l2, "b"), dir_in(l2, "e");
     file_in(l2, "a/.wh.f", ""), file_in(l2, "a/n2", "2"), file_in(l2, "d2/x", "x");
@@ -157,6 +159,9 @@ int main(void) {
 
     dir_in(l1, "a"), dir_in(l1, "d2"), dir_in(l1, "c/z");
     file_in(l1, "a/n2", "1"), file_in(l1, "a/only1", "o"), file_in(l1, "d2/.wh.x", ""), file_in(l1, ".wh.e", "");
+    /* The rule of layers.h: any entry .wh.NAME is a whiteout (here a directory); only a regular
+     * file .wh..wh..opq makes a directory opaque (here a directory does not). */
+    dir_in(l1, "a/.wh.h"), dir_in(l1, "b2/.wh..wh..opq");
 
     dir_in(up, "a");
     file_in(up, "a/u", "u"), file_in(up, "a/.wh.old", "");
@@ -184,9 +189,12 @@ int main(void) {
     expect("s", 1, 1, 1);       /* L2's symlink, followed through the view to L1's a/n2 */
     expect_text("s", "1");
     expect("missing", 0, 0, 1);
+    expect("a/h", 0, 0, 1);       /* deleted by L1's .wh.h, a directory */
+    expect("b2/old", 1, 0, -1);   /* b2 is not opaque in L1: its marker is a directory */
 
     expect_list("a", "g n2 only1 u");
     expect_list("b", "y");
+    expect_list("b2", "old");
     expect_list("d2", "");
     expect_list("c", "z");
 

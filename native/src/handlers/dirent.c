@@ -194,7 +194,7 @@ struct cv_reply cv_h_dirent(struct cv_notif *n) {
         if (up < 0) /* a host directory with no changes: native, hidden names taken out */
             return holds_hidden(r, vdir) && !old_abi ? filtered(n, &ctx) : cv_continue();
         /* An opaque twin: the host directory the guest holds was deleted and made again. */
-        if (faccessat(up, CV_OPAQUE_NAME, F_OK, AT_SYMLINK_NOFOLLOW) != 0) {
+        if (!cv_ov_is_opaque(up)) {
             low = open(link, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
             if (low < 0) return cv_err(EBADF);
         }

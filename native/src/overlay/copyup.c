@@ -126,7 +126,7 @@ static int shown_from(const struct cv_vstack *s, const char *name) {
  * that the upper does not already have or delete, recursively; then make up opaque. */
 static int materialize_at(struct cv_run *r, int up, const char *vdir, int depth) {
     if (depth > 256) return -ELOOP;
-    if (faccessat(up, CV_OPAQUE_NAME, F_OK, AT_SYMLINK_NOFOLLOW) == 0) return 0; /* nothing shows */
+    if (cv_ov_is_opaque(up)) return 0; /* nothing shows */
     struct cv_vstack s;
     int e = cv_vdir_stack(r, vdir, &s);
     if (e < 0) return e;

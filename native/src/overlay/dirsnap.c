@@ -94,17 +94,19 @@ static int is_dots(const char *name, size_t len) {
 }
 
 /* A reserved upper entry: the opaque marker, a whiteout, or neither. */
+/* A reserved layer entry: the opaque marker (a regular file), a whiteout (any entry named
+ * .wh.NAME), or neither. The same rule as layers.h's. */
 static int reserved_upper(struct layer *L, int fd, const char *name, size_t len, unsigned char type) {
-    if (type != DT_REG && type != DT_UNKNOWN) return 0;
-    struct stat st;
-    if (fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode)) return 0;
     if (len == OPQ_LEN && !memcmp(name, OPQ, OPQ_LEN)) {
-        L->opaque = 1;
+        struct stat st;
+        if (type == DT_REG || (type == DT_UNKNOWN && fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+                               S_ISREG(st.st_mode)))
+            L->opaque = 1;
         return 0;
     }
     const char *target = name + WH_LEN;
     size_t tlen = len - WH_LEN;
-    if (st.st_size != 0 || tlen == 0 || is_dots(target, tlen)) return 0;
+    if (tlen == 0 || is_dots(target, tlen)) return 0;
     return push(L, &L->wh, target, tlen, 0, DT_UNKNOWN);
 }
 

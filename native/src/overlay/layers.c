@@ -42,6 +42,11 @@ void cv_ov_unwhiteout(int upper_dir, const char *name) {
     if (wh_name(wh, sizeof wh, name) == 0) unlinkat(upper_dir, wh, 0);
 }
 
+int cv_ov_is_opaque(int dir) {
+    struct stat st;
+    return dir >= 0 && fstatat(dir, CV_OPAQUE_NAME, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode);
+}
+
 int cv_ov_set_opaque(int upper_dir) {
     int fd = openat(upper_dir, CV_OPAQUE_NAME, O_CREAT | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0) return -errno;

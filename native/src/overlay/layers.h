@@ -1,7 +1,8 @@
 /* The upper layer on disk (docs/ARCHITECTURE.md, "The overlay on disk"):
  *  - the guest's files live at their virtual paths under the upper directory;
- *  - an empty regular file `.wh.NAME` deletes NAME of the layers below;
- *  - a directory holding `.wh..wh..opq` is opaque: nothing below shows through;
+ *  - an entry `.wh.NAME` deletes NAME of the layers below (cvisor writes an empty regular
+ *    file; any entry by that name counts, as for OCI readers);
+ *  - a directory holding a regular file `.wh..wh..opq` is opaque: nothing below shows through;
  *  - every name starting with `.wh.` is reserved (the guest cannot create one);
  *  - new objects are made in the work directory and renamed into place, so a
  *    crash leaves either the old state or the new one, never half a file.
@@ -25,6 +26,9 @@ int cv_ov_whited_out(int upper_dir, const char *name);
 /* Record / forget the deletion of name in upper_dir. 0 or -errno. */
 int cv_ov_whiteout(int upper_dir, const char *name);
 void cv_ov_unwhiteout(int upper_dir, const char *name);
+/* The directory holds the opaque marker (a regular file by that name; a whiteout is any
+ * entry named .wh.NAME). */
+int cv_ov_is_opaque(int dir);
 /* Mark an upper directory opaque. 0 or -errno. */
 int cv_ov_set_opaque(int upper_dir);
 

@@ -150,9 +150,8 @@ static int list_layer(struct cv_run *r, int i, const char *vdir, struct lister *
             rc = add(L, nm, i, 0, type == DT_DIR);
             continue;
         }
-        if (type != DT_REG) continue;
-        if (!strcmp(nm, CV_OPAQUE_NAME)) {
-            *opaque |= 1ull << i;
+        if (!strcmp(nm, CV_OPAQUE_NAME)) { /* the rule of layers.h: a regular file */
+            if (type == DT_REG) *opaque |= 1ull << i;
             continue;
         }
         nm += strlen(CV_WH_PREFIX);

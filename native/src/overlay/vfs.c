@@ -90,9 +90,6 @@ static int open_dir_at(int dirfd, const char *name) {
     return openat(dirfd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 }
 
-static int is_opaque(int up) {
-    return up >= 0 && faccessat(up, CV_OPAQUE_NAME, F_OK, AT_SYMLINK_NOFOLLOW) == 0;
-}
 
 /* "/": the run's upper root and the host root, borrowed (no open per look-up). The root is
  * never opaque: it cannot be removed, renamed or made again. */
@@ -219,7 +216,7 @@ static int descend(struct cv_run *r, struct wdir *d, const char *name, int layer
             if (low < 0 && layer == CV_LOWER && lidx == 0) return -errno;
         }
     }
-    int opq = is_opaque(up);
+    int opq = cv_ov_is_opaque(up);
     wdir_close(d);
     strcpy(d->vpath, vp);
     d->up = up;
@@ -337,7 +334,7 @@ static int start_dir(struct cv_notif *n, int dirfd, struct wdir *d, int *in_proc
     strcpy(d->vpath, vpath);
     d->up = cv_ov_open_upper(r, vpath, O_PATH | O_DIRECTORY, 0);
     if (d->up < 0) d->up = -1;
-    d->opq = is_opaque(d->up);
+    d->opq = cv_ov_is_opaque(d->up);
     return 0;
 }
 
@@ -611,7 +608,7 @@ int cv_vresolve(struct cv_notif *n, int dirfd, const char *path, int flags, stru
                 /* A directory: whether it merges with lower twins, whether it is opaque. */
                 if (layer == CV_UPPER) {
                     cv_autoclose int up = open_dir_at(d.up, comp);
-                    v->opaque = is_opaque(up);
+                    v->opaque = cv_ov_is_opaque(up);
                     int stop = 0;
                     if (!d.opq) v->lower_dir = layer_twins(r, &d, comp, vp, 0, ln, &stop) != 0;
                     if (!d.opq && !stop && !v->lower_dir && d.low >= 0) {
