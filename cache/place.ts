@@ -17,16 +17,16 @@ import {
   mkdirSync,
   realpathSync,
   renameSync,
-  rmdirSync,
   unlinkSync,
   utimesSync,
   writeFileSync,
 } from "node:fs";
 import { dirname, resolve } from "node:path";
 import { CvisorError } from "../src/core/errors.js";
-import { OPAQUE_MARKER, WHITEOUT_PREFIX } from "../src/sandbox/changes.js";
+import { upperDirOf } from "../src/sandbox/copy-in.js";
+import { OPAQUE_MARKER, WHITEOUT_PREFIX } from "../src/sandbox/layer-names.js";
 import { fileTimes } from "../src/sandbox/copy-tree.js";
-import { at, errCode, lstatAt, openDirAt } from "../src/sandbox/fd-path.js";
+import { at, errCode, lstatAt } from "../src/sandbox/fd-path.js";
 import { removeTree } from "../src/sandbox/remove-tree.js";
 import { tag } from "../src/sandbox/store.js";
 import { MergedView, ViewError, type ViewDir } from "../src/sandbox/view.js";
@@ -77,27 +77,6 @@ export function stageHost(path: string): Staging {
   };
 }
 
-/** The upper directory of a view directory, made (like copy-in makes it) when missing. */
-function upperOf(view: MergedView, dir: ViewDir, work: string): number {
-  if (dir.upperFd !== undefined) return dir.upperFd;
-  if (dir.parent === undefined) throw new CvisorError("the sandbox has no upper layer", "ECACHE");
-  const parentFd = upperOf(view, dir.parent, work);
-  const tmp = `${work}/cache~${tag()}`;
-  mkdirSync(tmp, { mode: 0o700 });
-  try {
-    chmodSync(tmp, dir.st.mode & 0o7777);
-    utimesSync(tmp, ...fileTimes(dir.st));
-    renameSync(tmp, at(parentFd, dir.name));
-  } catch (err) {
-    rmdirSync(tmp);
-    const c = errCode(err);
-    if (c !== "ENOTEMPTY" && c !== "EEXIST") throw err; // a run made it meanwhile: use theirs
-  }
-  const fd = openDirAt(parentFd, dir.name);
-  view.adopt(dir, fd);
-  return fd;
-}
-
 /** Prepares a restore into sb:VPATH of the sandbox whose layer is {upper, work}. */
 export function stageSandbox(
   layer: { upper: string; work: string },
@@ -146,7 +125,7 @@ export function stageSandbox(
           chmodSync(tmp, st.mode & 0o7777);
           utimesSync(tmp, ...fileTimes(st));
         }
-        const parentFd = upperOf(view, parent, layer.work);
+        const parentFd = upperDirOf(view, parent, layer.work);
         let old: string | undefined;
         if (lstatAt(parentFd, name) !== undefined) {
           old = `${layer.work}/cache-old~${tag()}`;

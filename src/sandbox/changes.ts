@@ -7,9 +7,6 @@
 import { lstatSync, readdirSync } from "node:fs";
 import { shownText, walkEffective } from "./effective-layer.js";
 
-// For cache/ (the names themselves live in ./layer-names.ts).
-export { OPAQUE_MARKER, WHITEOUT_PREFIX } from "./layer-names.js";
-
 /** One changed path, as `docker diff` reports it. */
 export interface Change {
   kind: "A" | "C" | "D";

@@ -79,6 +79,32 @@ interface HostEntry extends SourceEntry {
   top?: boolean;
 }
 
+/**
+ * The upper layer's directory of a view directory, made where missing (up from the nearest
+ * one that exists) with the mode and times the view shows: each built in work/ and renamed in,
+ * so a run sees it whole; one a run made meanwhile is used as it is. Held by the view after.
+ */
+export function upperDirOf(view: MergedView, dir: ViewDir, work: string): number {
+  if (dir.upperFd !== undefined) return dir.upperFd;
+  if (dir.parent === undefined) throw new CvisorError("the sandbox has no upper layer", "ESTORE");
+  const parentFd = upperDirOf(view, dir.parent, work);
+  const tmp = `${work}/dir~${tag()}`;
+  mkdirSync(tmp, { mode: 0o700 });
+  try {
+    chmodSync(tmp, dir.st.mode & 0o7777);
+    utimesSync(tmp, ...fileTimes(dir.st));
+    renameSync(tmp, at(parentFd, dir.name));
+  } catch (err) {
+    rmdirSync(tmp);
+    // A run made it meanwhile: use theirs.
+    const c = errCode(err);
+    if (c !== "ENOTEMPTY" && c !== "EEXIST") throw err;
+  }
+  const fd = openDirAt(parentFd, dir.name);
+  view.adopt(dir, fd);
+  return fd;
+}
+
 /** A host source operand, checked: what is there (lstat, or stat when it ends in / or /.). */
 export interface HostSource {
   spec: SourceSpec;
@@ -181,24 +207,7 @@ class UpperTree implements TreeDest<ViewDir> {
 
   /** The upper directory of dir, made (with the mode and times it shows) if missing. */
   private upperOf(dir: ViewDir): number {
-    if (dir.upperFd !== undefined) return dir.upperFd;
-    if (dir.parent === undefined) throw new CvisorError("the sandbox has no upper layer", "ECP");
-    const parentFd = this.upperOf(dir.parent);
-    const tmp = `${this.work}/cp~${tag()}`;
-    mkdirSync(tmp, { mode: 0o700 });
-    try {
-      chmodSync(tmp, dir.st.mode & 0o7777);
-      utimesSync(tmp, ...fileTimes(dir.st));
-      renameSync(tmp, at(parentFd, dir.name));
-    } catch (err) {
-      rmdirSync(tmp);
-      // A run made it meanwhile: use theirs.
-      const c = errCode(err);
-      if (c !== "ENOTEMPTY" && c !== "EEXIST") throw err;
-    }
-    const fd = openDirAt(parentFd, dir.name);
-    this.view.adopt(dir, fd);
-    return fd;
+    return upperDirOf(this.view, dir, this.work);
   }
 
   /** Renames the finished object tmp (in work/) to NAME in dir's upper directory. */
