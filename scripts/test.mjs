@@ -1,7 +1,7 @@
 // `npm test`: every check in order, stopping at the first failure, with a header per step.
 // `--only <step>` runs one step (CI runs `--only e2e` again as an unprivileged user).
 import { spawnSync } from "node:child_process";
-import { existsSync } from "node:fs";
+import { existsSync, readdirSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -50,6 +50,29 @@ const steps = [
   },
 ];
 
+/**
+ * The host's / as a sorted list of names: the test suites must leave it as it was. Every test
+ * works in its own temp tree, but a test that creates through a symlink it made (to "/")
+ * wrote into / as root once; this catches any such escape, from a guest or from a test.
+ */
+function rootEntries() {
+  return readdirSync("/").sort();
+}
+
+function checkRootUnchanged(before, step) {
+  const after = rootEntries();
+  const added = after.filter((name) => !before.includes(name));
+  const removed = before.filter((name) => !after.includes(name));
+  if (added.length === 0 && removed.length === 0) return;
+  const list = (xs) => xs.map((name) => `/${name}`).join(", ");
+  console.error(
+    `\ntest: step "${step}" changed the host's /:` +
+      (added.length ? ` added ${list(added)}` : "") +
+      (removed.length ? ` removed ${list(removed)}` : ""),
+  );
+  process.exit(1);
+}
+
 const args = process.argv.slice(2);
 const onlyAt = args.indexOf("--only");
 const only = onlyAt >= 0 ? args[onlyAt + 1] : undefined;
@@ -69,7 +92,9 @@ for (const step of selected) {
     process.exit(1);
   }
   const [file, ...rest] = cmd;
+  const before = rootEntries();
   const result = spawnSync(file, rest, { cwd: root, stdio: "inherit" });
+  checkRootUnchanged(before, step.name);
   if (result.error) {
     console.error(`test: ${step.name}: ${result.error.message}`);
     process.exit(1);

@@ -64,6 +64,9 @@ function randomTree(root: string, rand: () => number, time: number, layer: boole
     const rel = parts.join("/");
     const p = join(root, rel);
     const r = rand();
+    // The trees hold symlinks to "/" and above: never create through one (as root, that wrote
+    // into the host's /).
+    if (throughLink(root, parts)) continue;
     try {
       mkdirSync(dirname(p), { recursive: true });
       if (r < 0.3) {
@@ -92,6 +95,23 @@ function randomTree(root: string, rand: () => number, time: number, layer: boole
     }
   }
   setTimes(root, time);
+}
+
+/** Is any existing prefix of root/parts (the last part included) a symlink or not a directory? */
+function throughLink(root: string, parts: readonly string[]): boolean {
+  let p = root;
+  for (const [i, part] of parts.entries()) {
+    p = join(p, part);
+    let st;
+    try {
+      st = lstatSync(p);
+    } catch {
+      return false; // missing: made below, as a real directory or the new object
+    }
+    if (st.isSymbolicLink()) return true;
+    if (!st.isDirectory() && i < parts.length - 1) return true;
+  }
+  return false;
 }
 
 function setTimes(p: string, time: number): void {
