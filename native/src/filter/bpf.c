@@ -1,10 +1,13 @@
 /* Compiles the syscall table to a cBPF program:
  *   1. arch != x86_64, or an x32 number  → KILL_PROCESS
- *   2. binary search on nr over the table → a shared action block, or a
- *      per-syscall block that loads argument words (only there, so argument-free
- *      ALLOWs stay in the kernel's constant-action cache)
+ *   2. binary search on nr over runs of neighbouring numbers with one action →
+ *      a shared action block, or a per-syscall block that loads argument words
+ *      (only there, so argument-free ALLOWs stay in the kernel's constant-action
+ *      cache). The program's length is what installing it costs (the kernel
+ *      checks and JIT-compiles it at every sandbox start), hence runs and
+ *      one-insn tests wherever the 8-bit jump offset reaches.
  *   3. default                            → ERRNO(ENOSYS)
- * Every conditional jump is emitted as "jxx k, 0, 1; ja L" so targets can be
+ * Other conditional jumps are emitted as "jxx k, 0, 1; ja L" so targets can be
  * arbitrarily far: cBPF conditional offsets are only 8 bits. */
 #include <errno.h>
 #include <linux/audit.h>
@@ -157,30 +160,69 @@ static void emit_rule(struct asm_ *a, struct blocks *b, const struct cv_filter_o
     }
 }
 
-/* Binary search over entries[lo, hi); A holds nr. */
-static void emit_tree(struct asm_ *a, const struct entry *e, size_t lo, size_t hi,
-                      const int *target, int dflt) {
-    if (hi - lo <= 4) {
-        for (size_t i = lo; i < hi; i++) jif(a, BPF_JEQ, (uint32_t)e[i].nr, target[i]);
-        jmp(a, dflt);
+/* A run of consecutive syscall numbers, from start to the next run's start, that all go to one
+ * label: neighbours with the same shared action (most ALLOWs, NOTIFYs) and the gaps between
+ * table entries (ENOSYS) merge, so the search tests run boundaries, not single numbers. */
+struct run { uint32_t start; int target; };
+
+static void add_run(struct run *runs, size_t *n, uint32_t start, int target) {
+    if (*n > 0 && runs[*n - 1].target == target) return;
+    runs[(*n)++] = (struct run){start, target};
+}
+
+/* The runs covering every number from 0 up, in order (at most 2 * entries + 1). */
+static size_t make_runs(const struct entry *e, const int *target, size_t n, int dflt, struct run *runs) {
+    size_t r = 0;
+    uint32_t next = 0; /* the first number no run covers yet */
+    for (size_t i = 0; i < n; i++) {
+        uint32_t nr = (uint32_t)e[i].nr;
+        if (nr > next) add_run(runs, &r, next, dflt);
+        add_run(runs, &r, nr, target[i]);
+        next = nr + 1;
+    }
+    add_run(runs, &r, next, dflt);
+    return r;
+}
+
+/* "if (A >= k) skip the next `over` insns": one insn when cBPF's 8-bit offset reaches. */
+static size_t jge_size(size_t over) { return over <= 255 ? 1 : 2; }
+
+/* Insns that emit_runs takes for runs[lo, hi). */
+static size_t runs_size(size_t lo, size_t hi) {
+    if (hi - lo == 1) return 1;
+    size_t mid = lo + (hi - lo) / 2, lower = runs_size(lo, mid);
+    return jge_size(lower) + lower + runs_size(mid, hi);
+}
+
+/* Binary search over runs[lo, hi) (A holds nr): the lower half right after the test, the
+ * upper half after it, and a jump to the run's label at each leaf. */
+static void emit_runs(struct asm_ *a, const struct run *runs, size_t lo, size_t hi) {
+    if (hi - lo == 1) {
+        jmp(a, runs[lo].target);
         return;
     }
-    size_t mid = lo + (hi - lo) / 2;
-    int upper = new_label(a);
-    jif(a, BPF_JGE, (uint32_t)e[mid].nr, upper);
-    emit_tree(a, e, lo, mid, target, dflt);
-    place(a, upper);
-    emit_tree(a, e, mid, hi, target, dflt);
+    size_t mid = lo + (hi - lo) / 2, lower = runs_size(lo, mid);
+    if (jge_size(lower) == 1) {
+        emit(a, BPF_JMP | BPF_JGE | BPF_K, runs[mid].start, (uint8_t)lower, 0, -1);
+        emit_runs(a, runs, lo, mid);
+    } else {
+        int upper = new_label(a);
+        jif(a, BPF_JGE, runs[mid].start, upper);
+        emit_runs(a, runs, lo, mid);
+        place(a, upper);
+    }
+    emit_runs(a, runs, mid, hi);
 }
 
 int cv_filter_build(const struct cv_filter_opts *o, struct sock_filter *out, size_t cap) {
     struct asm_ a = {.code = out, .cap = cap};
     struct entry *e = calloc(cv_syscalls_len, sizeof *e);
     int *target = calloc(cv_syscalls_len, sizeof *target);
+    struct run *runs = calloc(2 * cv_syscalls_len + 1, sizeof *runs);
     struct blocks *b = malloc(sizeof *b);
     a.label_of = calloc(cap ? cap : 1, sizeof *a.label_of);
     int result = -1;
-    if (!e || !target || !b || !a.label_of) goto out;
+    if (!e || !target || !runs || !b || !a.label_of) goto out;
     for (size_t i = 0; i < cv_syscalls_len; i++) e[i] = (struct entry){cv_syscalls[i].nr, &cv_syscalls[i]};
     qsort(e, cv_syscalls_len, sizeof *e, by_nr);
 
@@ -201,7 +243,7 @@ int cv_filter_build(const struct cv_filter_opts *o, struct sock_filter *out, siz
     ld(&a, OFF_NR);
     jif(&a, BPF_JSET, CV_X32_BIT, b->kill);
     /* 2. dispatch */
-    emit_tree(&a, e, 0, cv_syscalls_len, target, b->enosys);
+    emit_runs(&a, runs, 0, make_runs(e, target, cv_syscalls_len, b->enosys, runs));
     /* per-syscall argument blocks */
     for (size_t i = 0; i < cv_syscalls_len; i++) {
         if (simple_label(&a, b, o, e[i].s) >= 0) continue;
@@ -233,6 +275,7 @@ int cv_filter_build(const struct cv_filter_opts *o, struct sock_filter *out, siz
 out:
     free(e);
     free(target);
+    free(runs);
     free(b);
     free(a.label_of);
     free(a.labels);
