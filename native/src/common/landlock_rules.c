@@ -54,14 +54,26 @@ static int is_prefix_dir(const char *dir, const char *path) {
     return strncmp(dir, path, n) == 0 && (path[n] == '/' || path[n] == 0);
 }
 
-static int add_rule(int rs, const char *path, uint64_t access, int is_dir) {
-    cv_autoclose int fd = open(path, O_PATH | O_CLOEXEC | O_NOFOLLOW);
+/* Grants access on dirfd/name (a final symlink is not followed: links are never granted,
+ * their targets are). type: a DT_* of the entry, DT_UNKNOWN to ask the object itself. */
+static int add_rule_at(int rs, int dirfd, const char *name, uint64_t access, unsigned char type) {
+    cv_autoclose int fd = openat(dirfd, name, O_PATH | O_CLOEXEC | O_NOFOLLOW);
     if (fd < 0) return errno == ENOENT || errno == EACCES || errno == ELOOP ? 0 : -errno;
-    if (!is_dir)
+    if (type == DT_UNKNOWN) {
+        struct stat st;
+        if (fstat(fd, &st) < 0) return -errno;
+        type = S_ISLNK(st.st_mode) ? DT_LNK : S_ISDIR(st.st_mode) ? DT_DIR : DT_REG;
+    }
+    if (type == DT_LNK) return 0;
+    if (type != DT_DIR)
         access &= CV_LL_EXECUTE | CV_LL_READ_FILE | CV_LL_WRITE_FILE | CV_LL_TRUNCATE |
                   CV_LL_IOCTL_DEV;
     if (cv_landlock_add_path(rs, fd, access) < 0) return -errno;
     return 0;
+}
+
+static int add_rule(int rs, const char *path, uint64_t access, int is_dir) {
+    return add_rule_at(rs, AT_FDCWD, path, access, is_dir ? DT_DIR : DT_UNKNOWN);
 }
 
 static void note_expanded(struct cv_ll_expanded *x, const char *dir) {
@@ -92,15 +104,25 @@ static int grant_tree(int rs, const char *dir, const struct hidden *h, uint64_t 
     struct dirent *e;
     while ((e = readdir(d))) {
         if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        if (e->d_type == DT_LNK) continue; /* links: their targets are granted */
         char child[4096];
         snprintf(child, sizeof child, "%s%s%s", dir, strcmp(dir, "/") ? "/" : "", e->d_name);
-        struct stat st;
-        if (lstat(child, &st) < 0 || S_ISLNK(st.st_mode)) continue; /* links: their targets are granted */
-        int hidden = 0;
-        for (size_t i = 0; i < h->n && !hidden; i++) hidden = !strcmp(h->path[i], child);
+        int hidden = 0, holds = 0;
+        for (size_t i = 0; i < h->n && !hidden; i++) {
+            hidden = !strcmp(h->path[i], child);
+            holds |= is_prefix_dir(child, h->path[i]);
+        }
         if (hidden) continue;
-        r = S_ISDIR(st.st_mode) ? grant_tree(rs, child, h, rx, depth + 1, x)
-                                : add_rule(rs, child, rx, 0);
+        unsigned char type = e->d_type;
+        if (holds && type == DT_UNKNOWN) {
+            struct stat st;
+            if (lstat(child, &st) < 0 || S_ISLNK(st.st_mode)) continue;
+            type = S_ISDIR(st.st_mode) ? DT_DIR : DT_REG;
+        }
+        /* Most entries hold no hidden path: granted whole, by name in this directory (the
+         * entry's type from the listing; the object itself when the listing does not say). */
+        r = holds && type == DT_DIR ? grant_tree(rs, child, h, rx, depth + 1, x)
+                                    : add_rule_at(rs, dirfd(d), e->d_name, rx, type);
         if (r < 0) break;
     }
     closedir(d);
