@@ -96,3 +96,18 @@ gtest("the library hides the same paths, with hide and expose options", async (f
     process.env.HOME = saved;
   }
 });
+
+gtest("a command in a hidden directory of PATH is passed over for the next one", async (fx) => {
+  const dirs = ["hidden-bin", "visible-bin"].map((name) => {
+    const dir = path.join(fx.scratch, name);
+    mkdirSync(dir);
+    writeFileSync(path.join(dir, "tool"), `#!/bin/sh\necho ${name}\n`, { mode: 0o755 });
+    return dir;
+  });
+  const extraEnv = { PATH: `${dirs.join(":")}:/usr/bin:/bin` };
+  const plain = await cvisor([], ["tool"], { extraEnv });
+  assert.equal(plain.out, "hidden-bin\n", show(plain));
+  const hidden = await cvisor(["--hide", dirs[0] ?? ""], ["tool"], { extraEnv });
+  assert.equal(hidden.code, 0, show(hidden));
+  assert.equal(hidden.out, "visible-bin\n", show(hidden));
+});

@@ -81,8 +81,8 @@ static int recv_fd(int sock) {
     return fd;
 }
 
-/* Look CMD up in PATH now, before the filter: every miss of execvp's own walk
- * would be a notified execve. Misses and odd cases are left to execvp. */
+/* Look CMD up in PATH (what execvp would run): every miss of execvp's own walk would
+ * be a notified execve. Misses and odd cases are left to execvp. */
 static const char *resolve_cmd(const char *cmd, char *buf, size_t len) {
     if (!*cmd || strchr(cmd, '/')) return cmd;
     const char *path = getenv("PATH");
@@ -113,15 +113,22 @@ static _Noreturn void run_guest(const char *file, char **argv, int abi) {
     _exit(errno == ENOENT ? 127 : 126);
 }
 
+/* Is file still a regular executable file (asked in the sandbox's view)? */
+static int still_runnable(const char *file) {
+    struct stat st;
+    return stat(file, &st) == 0 && S_ISREG(st.st_mode) && access(file, X_OK) == 0;
+}
+
 static int init_main(int argc, char **argv) {
     long ppid = -1;
     const char *cwd = NULL;
-    int deny_network = 0, ruleset = -1, ruleset_sock = 0, i = 2;
+    int deny_network = 0, ruleset = -1, ruleset_sock = 0, host_view = 0, i = 2;
     for (; i < argc; i++) {
         if (!strcmp(argv[i], "--")) { i++; break; }
         if (!strcmp(argv[i], "--ppid") && i + 1 < argc) ppid = strtol(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "--cwd") && i + 1 < argc) cwd = argv[++i];
         else if (!strcmp(argv[i], "--no-network")) deny_network = 1;
+        else if (!strcmp(argv[i], "--host-view")) host_view = 1;
         else if ((!strcmp(argv[i], "--ruleset-fd") || !strcmp(argv[i], "--ruleset-sock")) && i + 1 < argc) {
             ruleset_sock = !strcmp(argv[i], "--ruleset-sock");
             ruleset = (int)strtol(argv[++i], NULL, 10);
@@ -169,6 +176,16 @@ static int init_main(int argc, char **argv) {
     if (ruleset < 0) setup_failed(CV_ERR_LANDLOCK, EINVAL, "no Landlock ruleset from the supervisor");
     if (cv_landlock_restrict(ruleset) < 0) setup_failed(CV_ERR_LANDLOCK, errno, what);
     close(ruleset);
+    /* With --host-view the sandbox shows the host minus hidden paths: a PATH entry before the
+     * host's first hit has no CMD in the sandbox either, so the walk is done here, before the
+     * filter, where a stat is not a round trip to the supervisor. The hit itself is checked
+     * again once the supervisor answers (it may be hidden: then the whole walk is done there). */
+    char file_buf[4096];
+    const char *file = guest_argv[0], *host_hit = NULL;
+    if (host_view && !late_cwd) {
+        file = resolve_cmd(guest_argv[0], file_buf, sizeof file_buf);
+        if (file == file_buf) host_hit = file;
+    }
     int listener = install_filter(deny_network, abi >= 6);
     if (listener < 0) setup_failed(CV_ERR_SECCOMP, -listener, "seccomp user notification");
 
@@ -180,8 +197,8 @@ static int init_main(int argc, char **argv) {
     close(listener);
     close(CV_HELPER_GO_FD);
     if (late_cwd && chdir(late_cwd) < 0) setup_failed(CV_ERR_CWD, errno, late_cwd);
-    char file_buf[4096];
-    const char *file = resolve_cmd(guest_argv[0], file_buf, sizeof file_buf);
+    if (host_hit ? !still_runnable(host_hit) : !host_view || late_cwd)
+        file = resolve_cmd(guest_argv[0], file_buf, sizeof file_buf);
 
     pid_t main_pid = fork();
     if (main_pid < 0) setup_failed(CV_ERR_SPAWN, errno, "fork");
