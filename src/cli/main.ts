@@ -1,15 +1,15 @@
-#!/usr/bin/env node
 // The `cvisor` executable: parse, carry out the plan, and turn every failure into one line
 // `cvisor: <message>` and an exit code (a stack trace only with CVISOR_DEBUG=1).
 //
-// The bin is not tsc's ESM output of this file but dist/cvisor.cjs, one CommonJS file that
-// esbuild bundles from it (package.json, build:cli): `cvisor -- CMD` must start about as fast as
-// `node -e 0`, and an ESM entry costs ~3 ms of loader alone, each extra module file ~0.2 ms.
-// The dynamic imports below stay out of the bundle (scripts/build-cli.mjs points them at tsc's
-// ESM output). Modules of both builds (this one and what it imports, also in the ESM library)
-// use neither import.meta nor top-level await.
+// What runs is not tsc's ESM output of this file but dist/cli.cjs, one CommonJS file that
+// esbuild bundles from it (scripts/build-cli.mjs), started by the bin (bin.cts) with V8's code
+// cache: `cvisor -- CMD` must start about as fast as `node -e 0`, and an ESM entry costs ~3 ms
+// of loader alone, each extra module file ~0.2 ms. The dynamic imports below stay out of the
+// bundle (the build points them at tsc's ESM output, loaded through the bin). Modules of both
+// builds (this one and what it imports, also in the ESM library) use neither import.meta nor
+// top-level await.
 import { CvisorError } from "../core/errors.js";
-import { setPackageAnchor } from "../core/native.js";
+import { exitNow, setPackageAnchor } from "../core/native.js";
 import { CliError, writeStderr } from "./errors.js";
 import { EXIT_CVISOR } from "./exit-codes.js";
 import { fastParse } from "./fast-parse.js";
@@ -74,9 +74,10 @@ async function main(): Promise<void> {
   } catch (err) {
     process.exitCode = report(err);
   }
-  // A run wrote everything it had to say synchronously (fd 2): leave now rather than after
-  // another turn of the event loop, which costs a measurable part of `cvisor -- true`.
-  if (chosen?.kind === "run") process.exit();
+  // A run wrote everything it had to say synchronously (fd 2) and cleaned up after itself:
+  // leave now, without another turn of the event loop nor Node's teardown, which cost a
+  // measurable part of `cvisor -- true`.
+  if (chosen?.kind === "run") exitNow(Number(process.exitCode ?? 0));
 }
 
 void main();

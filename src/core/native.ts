@@ -99,6 +99,7 @@ interface Binding {
   probe: Fn<[string, Record<string, unknown>], number>;
   strerror: Fn<[number], string | null>;
   abiVersion: Fn<[], number>;
+  exit: Fn<[number], void>;
 }
 
 let anchor: string | undefined;
@@ -312,6 +313,8 @@ const PROTOTYPES: Record<keyof Binding, string> = {
   probe: "int cv_probe(const char *helper_path, _Out_ cv_probe_result *out)",
   strerror: "const char *cv_strerror(int err)",
   abiVersion: "int cv_abi_version(void)",
+  // The C library's, found through libcvisor.so's dependencies (see exitNow).
+  exit: "void _exit(int status)",
 };
 
 /**
@@ -574,6 +577,23 @@ export function probe(helper: string = helperPath()): ProbeResult {
     helperOk: yes("helper_ok"),
     helperErrno: int("helper_errno"),
   };
+}
+
+/**
+ * Ends this process at once with `code`: _exit(2), which skips Node's teardown of the heap and
+ * the platform (about 0.7 ms of `cvisor -- true`). Only for a caller whose output is all
+ * written synchronously and that holds nothing to clean up. It exits the usual way when anything
+ * waits for the exit: an "exit" listener (the bin writing its code cache) or V8's coverage.
+ */
+export function exitNow(code: number): never {
+  if (!process.env.NODE_V8_COVERAGE && process.listenerCount("exit") === 0) {
+    try {
+      lib().exit(code);
+    } catch {
+      // No library (the run failed loading it): the usual way.
+    }
+  }
+  process.exit(code);
 }
 
 /** cv_abi_version of the loaded library. */

@@ -8,7 +8,7 @@ import { fileURLToPath } from "node:url";
 
 /** The repository root (this file is dist/test/helpers/repo.js once compiled). */
 export const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../..");
-/** The CLI as installed: the package's bin (the CommonJS bundle of src/cli/main.ts). */
+/** The CLI as installed: the package's bin (src/cli/bin.cts, which runs the bundle of src/cli/main.ts). */
 export const cliPath = path.join(
   repoRoot,
   (

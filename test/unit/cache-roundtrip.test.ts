@@ -334,9 +334,9 @@ test("backend specs: disk, disk:/PATH, $CVISOR_CACHE_BACKEND, CVISOR_CACHE_DIR, 
 });
 
 test("the CLI bundle (cvisor -- CMD) holds none of the cache code, zstd-napi or the AWS SDK", () => {
-  const bundle = readFileSync(join(repoRoot, "dist", "cvisor.cjs"), "utf8");
+  const bundle = readFileSync(join(repoRoot, "dist", "cli.cjs"), "utf8");
   for (const word of ["zstd-napi", "@aws-sdk", "estargz", "tar-stream"]) {
-    assert.ok(!bundle.includes(word), `${word} is in dist/cvisor.cjs`);
+    assert.ok(!bundle.includes(word), `${word} is in dist/cli.cjs`);
   }
 });
 
