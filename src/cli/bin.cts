@@ -5,7 +5,8 @@
 // Node's own start (Node 22 has module.enableCompileCache for this, Node 20 has not).
 // The cache is used only with the bundle it was made from: its first line is the bundle's first
 // line, the build id (a hash of the bundle). V8 refuses one made by another V8 or with other
-// flags; without a cache the bundle is compiled as usual.
+// flags; without a cache the bundle is compiled as usual. The cache is base64 text: Node reads a
+// file into a string on a fast path, while its first read into a Buffer costs ~0.2 ms.
 import fs = require("node:fs");
 import path = require("node:path");
 import vm = require("node:vm");
@@ -26,21 +27,20 @@ const id = source.slice(0, source.indexOf("\n") + 1);
 
 /** The cache's V8 data if it was made from this bundle, else undefined. */
 function readCache(): Buffer | undefined {
-  let data: Buffer;
+  let text: string;
   try {
-    data = fs.readFileSync(cacheFile);
+    text = fs.readFileSync(cacheFile, "utf8");
   } catch {
     return undefined; // none (a build that could not run a sandbox): compile as usual
   }
-  const head = data.indexOf(10) + 1;
-  return head > 1 && data.toString("latin1", 0, head) === id ? data.subarray(head) : undefined;
+  return text.startsWith(id) ? Buffer.from(text.slice(id.length), "base64") : undefined;
 }
 
 /** The build's step: the cache of what this process compiled, written when it exits. */
 function writeCacheAtExit(script: vm.Script, out: string): void {
   process.once("exit", () => {
     const tmp = `${out}.${process.pid}.tmp`;
-    fs.writeFileSync(tmp, Buffer.concat([Buffer.from(id, "latin1"), script.createCachedData()]));
+    fs.writeFileSync(tmp, `${id}${script.createCachedData().toString("base64")}\n`);
     fs.renameSync(tmp, out);
   });
 }
