@@ -10,6 +10,7 @@ import { build } from "esbuild";
 import { spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
 import { chmodSync, rmSync, writeFileSync } from "node:fs";
+import * as os from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -21,6 +22,21 @@ const lazy = {
   "./parse.js": "./src/cli/parse.js",
   "../index.js": "./src/index.js",
 };
+
+/** A CommonJS module whose every export loads `name` when first read. */
+function lazyModule(name, keys) {
+  const getters = keys.map(
+    (key) =>
+      `  ${JSON.stringify(key)}: { get: () => load()[${JSON.stringify(key)}], enumerable: true },`,
+  );
+  return [
+    "let mod;",
+    `const load = () => (mod ??= require(${JSON.stringify(name)}));`,
+    "Object.defineProperties(module.exports, {",
+    ...getters,
+    "});",
+  ].join("\n");
+}
 
 const result = await build({
   entryPoints: [join(root, "src", "cli", "main.ts")],
@@ -34,6 +50,22 @@ const result = await build({
   write: false,
   logLevel: "warning",
   plugins: [
+    {
+      // node:os costs ~0.1 ms to load, and a plain run needs nothing of it (errno and signal
+      // names, the home directory when $HOME is unset): in the bundle it loads on first use.
+      name: "lazy-node-os",
+      setup(b) {
+        b.onResolve({ filter: /^(node:)?os$/ }, (args) =>
+          args.namespace === "lazy-os"
+            ? { path: "node:os", external: true }
+            : { path: "node:os", namespace: "lazy-os" },
+        );
+        b.onLoad({ filter: /.*/, namespace: "lazy-os" }, () => ({
+          contents: lazyModule("node:os", Object.keys(os)),
+          loader: "js",
+        }));
+      },
+    },
     {
       name: "lazy-esm",
       setup(b) {

@@ -583,10 +583,13 @@ export function probe(helper: string = helperPath()): ProbeResult {
  * Ends this process at once with `code`: _exit(2), which skips Node's teardown of the heap and
  * the platform (about 0.7 ms of `cvisor -- true`). Only for a caller whose output is all
  * written synchronously and that holds nothing to clean up. It exits the usual way when anything
- * waits for the exit: an "exit" listener (the bin writing its code cache) or V8's coverage.
+ * may wait for the exit: an "exit" listener (the bin writing its code cache), or Node options
+ * (--cpu-prof and the like write their files then; NODE_V8_COVERAGE too).
  */
 export function exitNow(code: number): never {
-  if (!process.env.NODE_V8_COVERAGE && process.listenerCount("exit") === 0) {
+  const env = process.env;
+  const plain = process.execArgv.length === 0 && !env.NODE_OPTIONS && !env.NODE_V8_COVERAGE;
+  if (plain && process.listenerCount("exit") === 0) {
     try {
       lib().exit(code);
     } catch {
