@@ -10,7 +10,6 @@ import { build } from "esbuild";
 import { spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
 import { chmodSync, rmSync, writeFileSync } from "node:fs";
-import * as os from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -22,6 +21,9 @@ const lazy = {
   "./parse.js": "./src/cli/parse.js",
   "../index.js": "./src/index.js",
 };
+
+// What node:os exports (the build runs on the Node that will run the CLI).
+const osKeys = Object.keys(await import("node:os")).filter((key) => key !== "default");
 
 /** A CommonJS module whose every export loads `name` when first read. */
 function lazyModule(name, keys) {
@@ -61,7 +63,7 @@ const result = await build({
             : { path: "node:os", namespace: "lazy-os" },
         );
         b.onLoad({ filter: /.*/, namespace: "lazy-os" }, () => ({
-          contents: lazyModule("node:os", Object.keys(os)),
+          contents: lazyModule("node:os", osKeys),
           loader: "js",
         }));
       },

@@ -105,6 +105,15 @@ gtest("a #! script on the host runs, with its arguments", async (fx) => {
   assert.equal(r.out, "script-ran a b c\n", show(r));
 });
 
+gtest("a script without #! runs with /bin/sh, as execvp runs it", async (fx) => {
+  // The helper may be linked against glibc or musl; only glibc's execvp does this itself.
+  const script = join(fx.scratch, "plain-script");
+  writeFileSync(script, 'echo no-shebang "$0" "$@"\n', { mode: 0o755 });
+  const r = await cvisor([], [script, "a", "b c"]);
+  assert.equal(r.code, 0, show(r));
+  assert.equal(r.out, `no-shebang ${script} a b c\n`, show(r));
+});
+
 gtest("stdin is piped through to the guest", async () => {
   const text = "line one\nline two\n";
   const r = await cvisor([], ["cat"], { input: text });

@@ -4,6 +4,8 @@
 #define CV_SYSNR_H
 
 #include <sys/syscall.h>
+/* The kernel's own list: the C library's may be older (musl's lacks numbers of Linux 5.x). */
+#include <asm/unistd.h>
 
 #ifndef __NR_pidfd_open
 #define __NR_pidfd_open 434

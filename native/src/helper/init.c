@@ -108,9 +108,23 @@ static _Noreturn void run_guest(const char *file, char **argv, int abi) {
     int r = cv_apply_scope_domain(abi);
     if (r < 0) setup_failed(CV_ERR_LANDLOCK, -r, "landlock scope domain");
     execvp(file, argv);
-    struct cv_rec rec = {.type = CV_REC_EXEC_FAILED, .a = errno};
+    int err = errno;
+    /* A file the kernel cannot run (no #!, not ELF) is a shell script: glibc's execvp runs it
+     * with /bin/sh, musl's leaves that to its caller (the helper may be built with either). */
+    if (err == ENOEXEC && strchr(file, '/')) {
+        size_t n = 0;
+        while (argv[n]) n++;
+        char **sh = calloc(n + 2, sizeof *sh);
+        if (sh) {
+            sh[0] = "/bin/sh";
+            sh[1] = (char *)file;
+            for (size_t i = 1; i < n; i++) sh[i + 1] = argv[i];
+            execv("/bin/sh", sh);
+        }
+    }
+    struct cv_rec rec = {.type = CV_REC_EXEC_FAILED, .a = err};
     send_rec(&rec);
-    _exit(errno == ENOENT ? 127 : 126);
+    _exit(err == ENOENT ? 127 : 126);
 }
 
 /* Is file still a regular executable file (asked in the sandbox's view)? */
