@@ -20,6 +20,7 @@
 #include "filter/rules.h"
 #include "filter/table.h"
 #include "check.h"
+#include "filter_progs.h" /* what cvisor-helper installs: build/gen/, made by filter-gen */
 
 #define ALLOW SECCOMP_RET_ALLOW
 #define NOTIF SECCOMP_RET_USER_NOTIF
@@ -365,6 +366,11 @@ static void build_all(void) {
         passed++;
         cbpf_load(&x->prog, x->code, (size_t)x->len); /* aborts if the kernel would refuse it */
         passed++;
+        /* The helper installs the program generated at build time: this very one. */
+        const struct sock_fprog *built = &cv_progs[x->o.deny_network][x->o.signals_scoped];
+        check(built->len == x->len && !memcmp(built->filter, x->code, sizeof *x->code * (size_t)x->len),
+              "[%s] build/gen/filter_progs.h is not what cv_filter_build makes (stale? make)",
+              opts_str(&x->o));
         /* The kernel checks and JIT-compiles the program at every sandbox start, at a cost that
          * grows with its length: neighbouring numbers with one action share a search leaf. */
         check(x->len < (int)cv_syscalls_len + 100, "[%s] program of %d insns for %zu table rows",

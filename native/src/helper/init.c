@@ -31,7 +31,7 @@
 #include "common/seccomp_defs.h"
 #include "common/util.h"
 #include "cvisor.h"
-#include "filter/table.h"
+#include "filter_progs.h"
 #include "policy.h"
 #include "relay.h"
 
@@ -52,12 +52,9 @@ static void set_job_signals(void (*handler)(int)) {
     for (size_t i = 0; i < sizeof job_signals / sizeof job_signals[0]; i++) signal(job_signals[i], handler);
 }
 
+/* The program for these options, compiled from the table at build time (filter_progs.h). */
 static int install_filter(int deny_network, int signals_scoped) {
-    static struct sock_filter code[CV_FILTER_MAX];
-    struct cv_filter_opts o = {.deny_network = deny_network, .signals_scoped = signals_scoped};
-    int n = cv_filter_build(&o, code, CV_FILTER_MAX);
-    if (n < 0) return -EINVAL;
-    struct sock_fprog prog = {.len = (unsigned short)n, .filter = code};
+    struct sock_fprog prog = cv_progs[!!deny_network][!!signals_scoped];
     unsigned long flags = SECCOMP_FILTER_FLAG_NEW_LISTENER | SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV;
     int fd = (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, flags, &prog);
     if (fd < 0 && errno == EINVAL) /* kernels before 5.19 */
