@@ -22,10 +22,10 @@ const lazy = {
   "../index.js": "./src/index.js",
 };
 
-// What node:os exports (the build runs on the Node that will run the CLI).
-const osKeys = Object.keys(await import("node:os")).filter((key) => key !== "default");
+// What the CLI uses of node:os (checked against the bundle below): only these are forwarded.
+const OS_KEYS = ["constants", "homedir"];
 
-/** A CommonJS module whose every export loads `name` when first read. */
+/** A CommonJS module whose exports `keys` load `name` when first read. */
 function lazyModule(name, keys) {
   const getters = keys.map(
     (key) =>
@@ -63,7 +63,7 @@ const result = await build({
             : { path: "node:os", namespace: "lazy-os" },
         );
         b.onLoad({ filter: /.*/, namespace: "lazy-os" }, () => ({
-          contents: lazyModule("node:os", osKeys),
+          contents: lazyModule("node:os", OS_KEYS),
           loader: "js",
         }));
       },
@@ -95,6 +95,10 @@ if (count < expected) {
 }
 text = text.replace(imports, "__cvisorImportLazy($1$2$1)");
 if (/\bimport\(/.test(text)) throw new Error("build-cli: the bundle has a dynamic import left");
+for (const [, key] of text.matchAll(/\bimport_node_os\d*\.(\w+)/g)) {
+  if (!OS_KEYS.includes(key))
+    throw new Error(`build-cli: the CLI uses os.${key}: add it to OS_KEYS`);
+}
 // The first line is the build id, which heads the code cache made from this very bundle; the
 // source map gets one empty line in front to match.
 const id = createHash("sha256").update(text).digest("hex").slice(0, 32);
