@@ -65,25 +65,6 @@ static int by_nr(const void *x, const void *y) {
     return ((const struct entry *)x)->nr - ((const struct entry *)y)->nr;
 }
 
-/* The table's rows in nr order. The helper builds the program at every sandbox start, and
- * qsort alone took longer than the rest of the build with musl: syscall numbers are small
- * and unique, so one pass over a slot per number does it (qsort for anything else). */
-static void sort_by_nr(struct entry *e, size_t n) {
-    enum { SLOTS = 1024 };
-    const struct cv_syscall *at[SLOTS] = {0};
-    for (size_t i = 0; i < n; i++) {
-        int nr = e[i].nr;
-        if (nr < 0 || nr >= SLOTS || at[nr]) {
-            qsort(e, n, sizeof *e, by_nr);
-            return;
-        }
-        at[nr] = e[i].s;
-    }
-    size_t k = 0;
-    for (int nr = 0; nr < SLOTS; nr++)
-        if (at[nr]) e[k++] = (struct entry){nr, at[nr]};
-}
-
 /* Shared blocks for argument-free actions. */
 struct blocks { int allow, notify, enosys, kill, deny[4096]; };
 
@@ -243,7 +224,7 @@ int cv_filter_build(const struct cv_filter_opts *o, struct sock_filter *out, siz
     int result = -1;
     if (!e || !target || !runs || !b || !a.label_of) goto out;
     for (size_t i = 0; i < cv_syscalls_len; i++) e[i] = (struct entry){cv_syscalls[i].nr, &cv_syscalls[i]};
-    sort_by_nr(e, cv_syscalls_len);
+    qsort(e, cv_syscalls_len, sizeof *e, by_nr);
 
     b->allow = new_label(&a);
     b->notify = new_label(&a);
