@@ -11,9 +11,10 @@ import { closeSync, fstatSync, readlinkSync, readSync, lstatSync } from "node:fs
 import type { Stats } from "node:fs";
 import { once } from "node:events";
 import type { Pack } from "tar-stream";
+import { specialKind, walkDir } from "../../src/sandbox/copy-tree.js";
 import type { Skipped, TreeSource } from "../../src/sandbox/copy-tree.js";
 import { errCode, identity, listDirNames, openFileChecked } from "../../src/sandbox/fd-path.js";
-import { enterIgnoreFiles, IgnoreRules } from "../../src/sandbox/ignore-rules.js";
+import { IgnoreRules } from "../../src/sandbox/ignore-rules.js";
 import type { MergedView, ViewDir, ViewEntry } from "../../src/sandbox/view.js";
 import type { AnnouncedEntry } from "./estargz.js";
 import { LANDMARK_CONTENT, NO_PREFETCH_LANDMARK } from "./estargz.js";
@@ -189,27 +190,19 @@ class Packer<D, E extends { st: Stats }> {
   }
 
   private async contents(dir: D, rules: IgnoreRules, rel: string): Promise<void> {
-    const listed = this.src.list(dir);
-    const here = this.opts.ignore === false ? rules : enterIgnoreFiles(rules, rel, this.src, dir);
-    for (const bad of listed.undecodable) {
-      this.skip(this.src.shown(dir, bad), "its name is not valid UTF-8: not cached");
-    }
-    for (const name of listed.names) {
-      let e: E | undefined;
-      try {
-        e = this.src.lookup(dir, name);
-      } catch (err) {
-        if (errCode(err) !== "EACCES") throw err;
-        this.skip(this.src.shown(dir, name), "permission denied: not cached");
-        continue;
-      }
-      if (e === undefined) continue; // gone meanwhile
-      const r = rel === "" ? name : `${rel}/${name}`;
-      if (here.ignores(r, e.st.isDirectory())) {
-        this.report.ignored++;
-        continue;
-      }
-      await this.one(dir, e, name, r, here);
+    const { rules: here, visits } = walkDir(this.src, dir, this.src.list(dir), rules, rel, {
+      ignore: this.opts.ignore,
+      skip: (name, why) =>
+        this.skip(
+          this.src.shown(dir, name),
+          why === "undecodable"
+            ? "its name is not valid UTF-8: not cached"
+            : "permission denied: not cached",
+        ),
+      ignored: () => this.report.ignored++,
+    });
+    for (const v of visits) {
+      await this.one(dir, v.e, v.name, v.rel, here);
       this.opts.onProgress?.(this.report);
     }
   }
@@ -267,14 +260,7 @@ class Packer<D, E extends { st: Stats }> {
       if (st.nlink > 1) this.links.set(id, rel);
       this.report.files++;
     } else {
-      const what = st.isFIFO()
-        ? "a FIFO"
-        : st.isSocket()
-          ? "a socket"
-          : st.isCharacterDevice() || st.isBlockDevice()
-            ? "a device"
-            : "an unknown file type";
-      this.skip(this.src.shown(dir, name), `${what}: not cached`);
+      this.skip(this.src.shown(dir, name), `${specialKind(st)}: not cached`);
     }
   }
 

@@ -10,7 +10,7 @@
 import { closeSync, readSync, writeSync, type Stats } from "node:fs";
 import { CvisorError } from "../core/errors.js";
 import { errCode, identity } from "./fd-path.js";
-import { enterIgnoreFiles, IgnoreRules } from "./ignore-rules.js";
+import { enterIgnoreFiles, IgnoreRules, type IgnoreSource } from "./ignore-rules.js";
 
 /** An entry that was not copied, and why. */
 export interface Skipped {
@@ -115,12 +115,63 @@ export function fsErrorText(err: unknown): string {
 }
 
 /** What a type that is not copied is called in warnings. */
-function specialKind(st: Stats): string {
-  if (st.isFIFO()) return "a FIFO (named pipe): not copied";
-  if (st.isSocket()) return "a socket: not copied";
-  if (st.isCharacterDevice()) return "a character device: not copied";
-  if (st.isBlockDevice()) return "a block device: not copied";
-  return "an unknown file type: not copied";
+/** What a file that is neither regular, a directory nor a symlink is ("a socket"). */
+export function specialKind(st: Stats): string {
+  if (st.isFIFO()) return "a FIFO (named pipe)";
+  if (st.isSocket()) return "a socket";
+  if (st.isCharacterDevice()) return "a character device";
+  if (st.isBlockDevice()) return "a block device";
+  return "an unknown file type";
+}
+
+/** An entry a walk visits: its name, what lookup gave, its path from the walk's root. */
+export interface Visit<E> {
+  name: string;
+  e: E;
+  rel: string;
+}
+
+/** What walkDir reports instead of yielding. */
+export interface WalkHooks {
+  /** Honour .gitignore and .dockerignore (default true). */
+  ignore?: boolean | undefined;
+  /** A name left out: not valid UTF-8 ("undecodable"), or lookup was refused ("denied"). */
+  skip(name: string, why: "undecodable" | "denied"): void;
+  /** An entry the ignore rules exclude. */
+  ignored(): void;
+}
+
+/**
+ * One directory's step of a walk (cp's copy, cache save's packing): the rules below it (its own
+ * ignore files added) and its entries in name order, each looked up just before it is yielded.
+ */
+export function walkDir<D, E extends { st: Stats }>(
+  src: IgnoreSource<D, E>,
+  dir: D,
+  listed: { names: string[]; undecodable: string[] },
+  rules: IgnoreRules,
+  rel: string,
+  hooks: WalkHooks,
+): { rules: IgnoreRules; visits: Generator<Visit<E>> } {
+  const here = hooks.ignore === false ? rules : enterIgnoreFiles(rules, rel, src, dir);
+  function* visits(): Generator<Visit<E>> {
+    for (const bad of listed.undecodable) hooks.skip(bad, "undecodable");
+    for (const name of listed.names) {
+      let e: E | undefined;
+      try {
+        e = src.lookup(dir, name);
+      } catch (err) {
+        if (errCode(err) !== "EACCES") throw err;
+        hooks.skip(name, "denied");
+        continue;
+      }
+      if (e === undefined) continue; // gone meanwhile
+      const r = rel === "" ? name : `${rel}/${name}`;
+      if (here.ignores(r, e.st.isDirectory())) hooks.ignored();
+      else yield { name, e, rel: r };
+    }
+  }
+  return { rules: here, visits: visits() };
 }
 
 export class TreeCopier<D, T> {
@@ -219,7 +270,7 @@ export class TreeCopier<D, T> {
         }
         this.report.dirs++;
       } else {
-        this.skip(e.shown, specialKind(st));
+        this.skip(e.shown, `${specialKind(st)}: not copied`);
         return;
       }
     } catch (err) {
@@ -242,28 +293,15 @@ export class TreeCopier<D, T> {
       this.skip(shown, "permission denied: its entries are not copied");
       return;
     }
-    const here =
-      this.opts.ignore === false ? rules : enterIgnoreFiles(rules, rel, this.src, srcDir);
-    for (const bad of listed.undecodable) {
-      this.skip(`${shown}/${bad}`, "its name is not valid UTF-8: not copied");
-    }
-    for (const name of listed.names) {
-      let e: SourceEntry | undefined;
-      try {
-        e = this.src.lookup(srcDir, name);
-      } catch (err) {
-        if (errCode(err) !== "EACCES") throw err;
-        this.skip(`${shown === "/" ? "" : shown}/${name}`, "permission denied: not copied");
-        continue;
-      }
-      if (e === undefined) continue; // gone meanwhile
-      const r = rel === "" ? name : `${rel}/${name}`;
-      if (here.ignores(r, e.st.isDirectory())) {
-        this.report.ignored++;
-        continue;
-      }
-      this.copyEntry(srcDir, e, dstDir, name, here, r);
-    }
+    const { rules: here, visits } = walkDir(this.src, srcDir, listed, rules, rel, {
+      ignore: this.opts.ignore,
+      skip: (name, why) =>
+        why === "undecodable"
+          ? this.skip(`${shown}/${name}`, "its name is not valid UTF-8: not copied")
+          : this.skip(`${shown === "/" ? "" : shown}/${name}`, "permission denied: not copied"),
+      ignored: () => this.report.ignored++,
+    });
+    for (const v of visits) this.copyEntry(srcDir, v.e, dstDir, v.name, here, v.rel);
   }
 
   private mustNotBeDir(dstDir: T, name: string, what: string): void {

@@ -369,6 +369,31 @@ for (const format of FORMATS) {
   });
 }
 
+test("a FIFO is left out of the archive with a warning, as cp leaves it out", async (t) => {
+  const dir = join(tempDir(t), "src");
+  mkdirSync(dir);
+  writeFileSync(join(dir, "a.txt"), "a\n");
+  const fifo = join(dir, "pipe");
+  assert.equal(spawnSync("mkfifo", [fifo]).status, 0);
+  const tar = tarPack();
+  const names: string[] = [];
+  const done = new Promise<void>((resolve, reject) => {
+    const x = tarExtract();
+    x.on("entry", (h, body, next) => {
+      names.push(h.name);
+      body.resume();
+      body.on("end", next);
+    });
+    x.on("finish", resolve);
+    x.on("error", reject);
+    tar.pipe(x);
+  });
+  const report = await packTree<string, HostEntry>(new HostSource(), dir, statSync(dir), tar, {});
+  await done;
+  assert.deepEqual(names.sort(), [".", "a.txt"]);
+  assert.deepEqual(report.skipped, [{ path: fifo, reason: "a FIFO (named pipe): not cached" }]);
+});
+
 test("a file that shrinks while being packed is told once and padded with zeros", async (t) => {
   const dir = join(tempDir(t), "src");
   mkdirSync(dir);
