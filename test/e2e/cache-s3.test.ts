@@ -24,20 +24,14 @@ import {
 } from "../../cache/backend.js";
 import { openS3Backend, PART_SIZE } from "../../cache/backends/s3.js";
 import { CvisorError } from "../../src/core/errors.js";
-import { startS3Server, type S3TestServer } from "../helpers/s3-server.js";
+import { s3ClientEnv, startS3Server, type S3TestServer } from "../helpers/s3-server.js";
 
 // The SDK reads its settings from process.env: only what the test sets, nothing from the host
 // (no profile, no ~/.aws, and never the instance metadata service).
 for (const name of Object.keys(process.env)) {
   if (name.startsWith("AWS_") || name.startsWith("CVISOR_S3_")) delete process.env[name];
 }
-Object.assign(process.env, {
-  AWS_ACCESS_KEY_ID: "S3RVER",
-  AWS_SECRET_ACCESS_KEY: "S3RVER",
-  AWS_CONFIG_FILE: "/nonexistent/aws-config",
-  AWS_SHARED_CREDENTIALS_FILE: "/nonexistent/aws-credentials",
-  AWS_EC2_METADATA_DISABLED: "true",
-});
+Object.assign(process.env, s3ClientEnv());
 
 const MiB = 1024 * 1024;
 /** Per test: a hung upload fails its test instead of the run (node:test has no default). */

@@ -20,7 +20,7 @@ import { join } from "node:path";
 import type { Fixture } from "../helpers/fixture.js";
 import { gtest } from "../helpers/guard.js";
 import { cvisor, runCli, show, type CliResult } from "../helpers/repo.js";
-import { startS3Server } from "../helpers/s3-server.js";
+import { s3ClientEnv, startS3Server } from "../helpers/s3-server.js";
 
 interface Env {
   home: string;
@@ -235,15 +235,7 @@ gtest(
     const e = setup(fx);
     const server = await startS3Server();
     try {
-      const s3 = {
-        AWS_ENDPOINT_URL_S3: server.endpoint,
-        AWS_ACCESS_KEY_ID: "S3RVER",
-        AWS_SECRET_ACCESS_KEY: "S3RVER",
-        AWS_CONFIG_FILE: "/nonexistent/aws-config",
-        AWS_SHARED_CREDENTIALS_FILE: "/nonexistent/aws-credentials",
-        AWS_EC2_METADATA_DISABLED: "true",
-        CVISOR_CACHE_BACKEND: `s3://${server.bucket}/ci`,
-      };
+      const s3 = { ...s3ClientEnv(server), CVISOR_CACHE_BACKEND: `s3://${server.bucket}/ci` };
       const src = join(fx.scratch, "deps");
       mkdirSync(join(src, "d"), { recursive: true });
       writeFileSync(join(src, "d", "f.txt"), "from s3\n");

@@ -34,6 +34,22 @@ export interface S3TestServer {
   stop(): Promise<void>;
 }
 
+/**
+ * What the AWS SDK reads for a test server: its endpoint (when given) and the server's
+ * credentials, and nothing from the host (no profile, no ~/.aws, never the instance metadata
+ * service).
+ */
+export function s3ClientEnv(server?: Pick<S3TestServer, "endpoint">): Record<string, string> {
+  return {
+    ...(server ? { AWS_ENDPOINT_URL_S3: server.endpoint } : {}),
+    AWS_ACCESS_KEY_ID: "S3RVER",
+    AWS_SECRET_ACCESS_KEY: "S3RVER",
+    AWS_CONFIG_FILE: "/nonexistent/aws-config",
+    AWS_SHARED_CREDENTIALS_FILE: "/nonexistent/aws-credentials",
+    AWS_EC2_METADATA_DISABLED: "true",
+  };
+}
+
 const mainScript = path.join(path.dirname(fileURLToPath(import.meta.url)), "s3-server-main.js");
 
 /** Starts a server with one bucket in a fresh temp dir (removed by stop()). */

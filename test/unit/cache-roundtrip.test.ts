@@ -34,7 +34,7 @@ import { CvisorError } from "../../src/core/errors.js";
 import { cacheDir } from "../../src/paths.js";
 import { cacheTree, describeTree } from "../helpers/cache-tree.js";
 import { repoRoot, tempRoot } from "../helpers/repo.js";
-import { startS3Server } from "../helpers/s3-server.js";
+import { s3ClientEnv, startS3Server } from "../helpers/s3-server.js";
 
 const MB = 1 << 20;
 
@@ -346,12 +346,15 @@ for (const format of FORMATS) {
     const { dir, expected } = sharedTree(t);
     const server = await startS3Server();
     t.after(() => server.stop());
-    Object.assign(process.env, {
-      AWS_ENDPOINT_URL_S3: server.endpoint,
-      AWS_ACCESS_KEY_ID: "S3RVER",
-      AWS_SECRET_ACCESS_KEY: "S3RVER",
-      AWS_CONFIG_FILE: "/nonexistent/aws-config",
-      AWS_SHARED_CREDENTIALS_FILE: "/nonexistent/aws-credentials",
+    // The SDK reads process.env: set for this test only.
+    const env = s3ClientEnv(server);
+    const before = Object.fromEntries(Object.keys(env).map((k) => [k, process.env[k]]));
+    Object.assign(process.env, env);
+    t.after(() => {
+      for (const [k, v] of Object.entries(before)) {
+        if (v === undefined) delete process.env[k];
+        else process.env[k] = v;
+      }
     });
     const backend = await openS3Backend(`s3://${server.bucket}/rt`, { readOnly: false });
     const src = { kind: "host" as const, path: join(dir, "src") };
