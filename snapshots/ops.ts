@@ -13,7 +13,7 @@ import { ownerRecord, ownerRecordAlive } from "../src/sandbox/ephemeral.js";
 import { diskUsage, liveRuns } from "../src/sandbox/manage.js";
 import { removeTree } from "../src/sandbox/remove-tree.js";
 import {
-  buildSandboxDir,
+  placeSandboxDir,
   chainTrees,
   isSandboxName,
   layersDir,
@@ -341,24 +341,9 @@ export function branch(name: string, id: string, opts: OpOptions = {}): ResetRes
   const dir = sandboxDir(name, env);
   const snap = snapshotMeta(id, env);
   if (readMeta(dir, name) !== undefined) return reset(name, id, "branch", opts);
-  const sandboxes = sandboxesDir(env);
-  mkdirSync(sandboxes, { recursive: true, mode: 0o700 });
-  const tmp = `${sandboxes}/.tmp~${ownerRecord()}`;
-  try {
-    buildSandboxDir(tmp, {
-      name,
-      created: new Date().toISOString(),
-      lastRun: null,
-      base: snap.id,
-      chain: snap.chain,
-    });
-    crashAt("branch:built");
-    renameSync(tmp, dir);
-  } catch (err) {
-    removeTree(tmp);
-    const c = errCode(err);
-    if (c === "EEXIST" || c === "ENOTEMPTY") return reset(name, id, "branch", opts);
-    throw new CvisorError(`cannot create sandbox ${name}: ${c ?? String(err)}`, "ESTORE");
+  const from = { base: snap.id, chain: snap.chain };
+  if (!placeSandboxDir(sandboxesDir(env), dir, name, from, () => crashAt("branch:built"))) {
+    return reset(name, id, "branch", opts); // made meanwhile by another process
   }
   crashAt("branch:placed");
   // snapshots rm renames a layer away and then looks for sandboxes using it: either it sees

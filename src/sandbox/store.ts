@@ -224,23 +224,33 @@ function exists(path: string): boolean {
 
 /** Builds a sandbox in a temp dir and renames it into place (losing a race is fine). */
 function create(base: string, dir: string, name: string): void {
+  placeSandboxDir(base, dir, name, { base: null, chain: [] });
+}
+
+/**
+ * Builds a new sandbox (on the snapshot chain `from`) in a temp dir under base and renames it
+ * to dir. False when another process made dir first (a non-empty directory is never replaced).
+ * beforeRename: the crash tests' hook.
+ */
+export function placeSandboxDir(
+  base: string,
+  dir: string,
+  name: string,
+  from: Pick<SandboxMeta, "base" | "chain">,
+  beforeRename?: () => void,
+): boolean {
   mkdirSync(base, { recursive: true, mode: 0o700 });
   // The owner record in the name: a leftover of a killed process is told from one being made.
   const tmp = `${base}/.tmp~${ownerRecord()}`;
   try {
-    buildSandboxDir(tmp, {
-      name,
-      created: new Date().toISOString(),
-      lastRun: null,
-      base: null,
-      chain: [],
-    });
+    buildSandboxDir(tmp, { name, created: new Date().toISOString(), lastRun: null, ...from });
+    beforeRename?.();
     renameSync(tmp, dir);
+    return true;
   } catch (err) {
     removeTree(tmp);
-    // Another process made it first (a non-empty directory is never replaced): use theirs.
     const c = errCode(err);
-    if (c === "ENOTEMPTY" || c === "EEXIST") return;
+    if (c === "ENOTEMPTY" || c === "EEXIST") return false;
     throw new CvisorError(`sandbox ${name}: cannot create ${dir} (${c ?? String(err)})`, "ESTORE", {
       cause: err,
     });
@@ -248,7 +258,7 @@ function create(base: string, dir: string, name: string): void {
 }
 
 /** Makes a complete sandbox directory at path (upper/, work/, meta.json); path must not exist. */
-export function buildSandboxDir(path: string, meta: Omit<SandboxMeta, "version">): void {
+function buildSandboxDir(path: string, meta: Omit<SandboxMeta, "version">): void {
   mkdirSync(path, { mode: 0o700 });
   mkdirSync(`${path}/upper`, { mode: 0o700 });
   mkdirSync(`${path}/work`, { mode: 0o700 });
