@@ -4,7 +4,7 @@
 // Entries being made are layers/.tmp~<owner record>, being removed layers/.trash~<owner record>.
 import { readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { CvisorError } from "../src/core/errors.js";
-import { isLayerId, layersDir, validateSandboxName } from "../src/sandbox/store.js";
+import { isLayerId, layersDir, parseVersioned, validateSandboxName } from "../src/sandbox/store.js";
 import { errCode } from "../src/sandbox/fd-path.js";
 
 /** The newest layer meta.json version this cvisor reads. */
@@ -71,24 +71,12 @@ export function readLayerMeta(
   }
   const damaged = (): CvisorError =>
     new CvisorError(`layer ${lid}: ${dir}/meta.json is damaged`, "ESTORE");
-  let raw: unknown;
-  try {
-    raw = JSON.parse(text);
-  } catch {
-    throw damaged();
-  }
-  if (typeof raw !== "object" || raw === null) throw damaged();
-  const m = raw as Partial<LayerMeta>;
-  if (typeof m.version !== "number" || !Number.isInteger(m.version) || m.version < 2) {
-    throw damaged();
-  }
-  if (m.version > LAYER_VERSION) {
-    throw new CvisorError(
-      `layer ${lid} was made by a newer cvisor (layer version ${m.version}; this one reads up ` +
-        `to version ${LAYER_VERSION}): upgrade cvisor to use it`,
-      "ESTORE_VERSION",
-    );
-  }
+  const { version, meta: m } = parseVersioned<LayerMeta>(text, damaged, {
+    what: `layer ${lid}`,
+    versionName: "layer version",
+    min: 2,
+    max: LAYER_VERSION,
+  });
   if (
     m.id !== lid ||
     (m.kind !== "snapshot" && m.kind !== "squash") ||
@@ -99,7 +87,7 @@ export function readLayerMeta(
     throw damaged();
   }
   return {
-    version: m.version,
+    version,
     id: lid,
     kind: m.kind,
     sandbox: typeof m.sandbox === "string" ? m.sandbox : "",

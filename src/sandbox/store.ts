@@ -161,23 +161,12 @@ export function readMeta(dir: string, name: string): SandboxMeta | undefined {
   }
   const damaged = (): CvisorError =>
     new CvisorError(`sandbox ${name}: ${dir}/meta.json is damaged`, "ESTORE");
-  let meta: unknown;
-  try {
-    meta = JSON.parse(text);
-  } catch {
-    throw damaged();
-  }
-  if (typeof meta !== "object" || meta === null || !("version" in meta)) throw damaged();
-  const { version } = meta;
-  if (typeof version !== "number" || !Number.isInteger(version) || version < 1) throw damaged();
-  if (version > STORE_VERSION) {
-    throw new CvisorError(
-      `sandbox ${name} was made by a newer cvisor (store version ${version}; this one reads ` +
-        `up to version ${STORE_VERSION}): upgrade cvisor to use it`,
-      "ESTORE_VERSION",
-    );
-  }
-  const m = meta as Partial<SandboxMeta>;
+  const { version, meta: m } = parseVersioned<SandboxMeta>(text, damaged, {
+    what: `sandbox ${name}`,
+    versionName: "store version",
+    min: 1,
+    max: STORE_VERSION,
+  });
   let chain: string[] = [];
   let base: string | null = null;
   if (version >= 2) {
@@ -255,6 +244,36 @@ export function placeSandboxDir(
       cause: err,
     });
   }
+}
+
+/**
+ * A store file's JSON object with its integer `version` (≥ min); `damaged()` is thrown for
+ * anything else, and a version above max (a newer cvisor's file) is refused with ESTORE_VERSION.
+ */
+export function parseVersioned<T>(
+  text: string,
+  damaged: () => Error,
+  v: { what: string; versionName: string; min: number; max: number },
+): { version: number; meta: Partial<T> } {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(text);
+  } catch {
+    throw damaged();
+  }
+  if (typeof raw !== "object" || raw === null || !("version" in raw)) throw damaged();
+  const { version } = raw;
+  if (typeof version !== "number" || !Number.isInteger(version) || version < v.min) {
+    throw damaged();
+  }
+  if (version > v.max) {
+    throw new CvisorError(
+      `${v.what} was made by a newer cvisor (${v.versionName} ${version}; this one reads up ` +
+        `to version ${v.max}): upgrade cvisor to use it`,
+      "ESTORE_VERSION",
+    );
+  }
+  return { version, meta: raw as Partial<T> };
 }
 
 /** Makes a complete sandbox directory at path (upper/, work/, meta.json); path must not exist. */
