@@ -29,7 +29,7 @@
 extern "C" {
 #endif
 
-#define CV_ABI_VERSION 2
+#define CV_ABI_VERSION 3
 
 #define CV_API __attribute__((visibility("default")))
 
@@ -94,6 +94,9 @@ CV_API int cv_run_add_hidden(cv_run *r, const char *path);
 CV_API int cv_run_set_stdio(cv_run *r, int in_fd, int out_fd, int err_fd);
 CV_API int cv_run_set_network(cv_run *r, int network /* enum cv_network */);
 CV_API int cv_run_set_allow_listen(cv_run *r, int allow);
+/* A host unix socket (absolute path) the guest may connect and send to. Repeatable. Without
+ * one, host unix sockets are refused (EACCES); sockets made in the sandbox always work. */
+CV_API int cv_run_allow_unix(cv_run *r, const char *path);
 CV_API int cv_run_set_timeout_ms(cv_run *r, uint32_t ms);       /* 0: none */
 CV_API int cv_run_set_hostname(cv_run *r, const char *name);    /* the guest's nodename (default "cvisor"); copied */
 /* The sandbox's copy-on-write layer: upper_dir is the writable tree the guest's changes land
@@ -126,6 +129,9 @@ CV_API int cv_run_get_result(cv_run *r, cv_run_result *out);
 /* JSON object {"openat": 12, ...}: notifications per syscall name. Returns the length
  * that the whole text needs (excluding NUL); writes at most len-1 bytes plus NUL. */
 CV_API int cv_run_stats_json(cv_run *r, char *buf, size_t len);
+/* JSON array [{"syscall": "connect", "count": 1, "target": "/run/docker.sock", "why": "..."}]:
+ * what the supervisor refused (each distinct refusal once). Length convention as above. */
+CV_API int cv_run_denials_json(cv_run *r, char *buf, size_t len);
 /* Free everything. If the run is still going it is killed first (asynchronously). */
 CV_API void cv_run_free(cv_run *r);
 

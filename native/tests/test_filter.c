@@ -20,6 +20,7 @@
 #include "filter/rules.h"
 #include "filter/table.h"
 #include "check.h"
+#include "handlers/handlers.h"
 #include "filter_progs.h" /* what cvisor-helper installs: build/gen/, made by filter-gen */
 
 #define ALLOW SECCOMP_RET_ALLOW
@@ -328,7 +329,14 @@ static void test_table(void) {
         check(s->why && s->why[0], "row %zu %s: empty why", i, nm);
         check(s->nr >= 0 && s->nr < NR_SPAN, "row %zu %s: nr %d outside 0..%d", i, nm, s->nr,
               NR_SPAN - 1);
-        check(s->arg_rule <= CV_ARG_FD_STAT, "row %zu %s: unknown arg_rule %u", i, nm, s->arg_rule);
+        check(s->arg_rule <= CV_ARG_FCNTL, "row %zu %s: unknown arg_rule %u", i, nm, s->arg_rule);
+        /* a row that can reach the supervisor names a handler that exists; no other row does */
+        if (cv_rule_may_notify(s))
+            check(s->handler > CV_H_NONE && s->handler < CV_H_COUNT && cv_handler_of(s->handler) != NULL,
+                  "row %zu %s: can be notified but names no handler (%u)", i, nm, s->handler);
+        else
+            check(s->handler == CV_H_NONE, "row %zu %s: is never notified but names handler %u", i, nm,
+                  s->handler);
         if (s->arg_rule == CV_ARG_NONE) {
             check(s->kind == CV_ALLOW || s->kind == CV_DENY || s->kind == CV_NOTIFY,
                   "row %zu %s: unknown kind %u", i, nm, s->kind);
@@ -353,6 +361,16 @@ static void test_table(void) {
     }
 }
 
+/* Every handler family is named by some row: none is left without a syscall. */
+static void test_handlers(void) {
+    for (int h = CV_H_NONE + 1; h < CV_H_COUNT; h++) {
+        int named = 0;
+        for (size_t i = 0; i < cv_syscalls_len; i++) named |= cv_syscalls[i].handler == h;
+        check(named, "handler %d is named by no row of the table", h);
+        check(cv_handler_of(h) != NULL, "handler %d has no function", h);
+    }
+}
+
 /* ---------- 2. building ---------- */
 
 static void build_all(void) {
@@ -372,8 +390,9 @@ static void build_all(void) {
               "[%s] build/gen/filter_progs.h is not what cv_filter_build makes (stale? make)",
               opts_str(&x->o));
         /* The kernel checks and JIT-compiles the program at every sandbox start, at a cost that
-         * grows with its length: neighbouring numbers with one action share a search leaf. */
-        check(x->len < (int)cv_syscalls_len + 100, "[%s] program of %d insns for %zu table rows",
+         * grows with its length: neighbouring numbers with one action share a search leaf, and
+         * the argument blocks (the ioctl allow list above all) use one-insn local jumps. */
+        check(x->len < (int)cv_syscalls_len + 140, "[%s] program of %d insns for %zu table rows",
               opts_str(&x->o), x->len, cv_syscalls_len);
 
         /* deterministic, exact-capacity builds work, short buffers are refused */
@@ -522,6 +541,41 @@ static const struct tcase tcases[] = {
     {"ioctl TIOCGWINSZ", __NR_ioctl, {1, 0x5413, 0x7ffc0000}, E_FIXED, ALLOW, 1},
     {"ioctl FS_IOC_GETFLAGS", __NR_ioctl, {3, 0x80086601, 0x7ffc0000}, E_FIXED, ALLOW, 1},
     {"ioctl FIONREAD", __NR_ioctl, {5, 0x541B, 0x7ffc0000}, E_FIXED, ALLOW, 1},
+    {"ioctl FIOCLEX", __NR_ioctl, {5, 0x5451}, E_FIXED, ALLOW, 1},
+    {"ioctl TIOCSPGRP", __NR_ioctl, {0, 0x5410, 0x7ffc0000}, E_FIXED, ALLOW, 1},
+    {"ioctl TIOCSWINSZ", __NR_ioctl, {0, 0x5414, 0x7ffc0000}, E_FIXED, ALLOW, 1},
+    {"ioctl TCSETS2", __NR_ioctl, {0, 0x402C542B, 0x7ffc0000}, E_FIXED, ALLOW, 1},
+    {"ioctl TIOCGPTN", __NR_ioctl, {4, 0x80045430, 0x7ffc0000}, E_FIXED, ALLOW, 1},
+    {"ioctl SIOCGIFCONF", __NR_ioctl, {4, 0x8912, 0x7ffc0000}, E_FIXED, ALLOW, 1},
+    {"ioctl FS_IOC_SETVERSION", __NR_ioctl, {3, 0x40087602, 0x7ffc0000}, E_FIXED, NOTIF, 1},
+    {"ioctl TIOCSETD", __NR_ioctl, {0, 0x5423, 0x7ffc0000}, E_FIXED, NOTIF, 1},
+    {"ioctl TIOCCONS", __NR_ioctl, {0, 0x541D}, E_FIXED, NOTIF, 1},
+    {"ioctl below the first range", __NR_ioctl, {0, 0x5400}, E_FIXED, NOTIF, 1},
+    {"ioctl FICLONE", __NR_ioctl, {3, 0x40049409, 4}, E_FIXED, NOTIF, 1},
+    {"ioctl EVIOCGRAB", __NR_ioctl, {3, 0x40044590, 1}, E_FIXED, NOTIF, 1},
+    /* clone: CLONE_FILES without CLONE_THREAD would share an fd table between processes */
+    {"clone CLONE_FILES (process)", __NR_clone, {0x400 | SIGCHLD_}, E_FIXED, ERR(EPERM), 1},
+    {"clone CLONE_VM|CLONE_FILES", __NR_clone, {0x100 | 0x400}, E_FIXED, ERR(EPERM), 1},
+    /* fcntl(fd, cmd, arg): record locks to the supervisor, leases refused */
+    {"fcntl F_GETFL", __NR_fcntl, {3, 3}, E_FIXED, ALLOW, 1},
+    {"fcntl F_SETFD", __NR_fcntl, {3, 2, 1}, E_FIXED, ALLOW, 1},
+    {"fcntl F_SETLK", __NR_fcntl, {3, 6, 0x7ffc0000}, E_FIXED, NOTIF, 1},
+    {"fcntl F_SETLKW", __NR_fcntl, {3, 7, 0x7ffc0000}, E_FIXED, NOTIF, 1},
+    {"fcntl F_GETLK", __NR_fcntl, {3, 5, 0x7ffc0000}, E_FIXED, NOTIF, 1},
+    {"fcntl F_OFD_SETLK", __NR_fcntl, {3, 37, 0x7ffc0000}, E_FIXED, NOTIF, 1},
+    {"fcntl F_OFD_SETLKW", __NR_fcntl, {3, 38, 0x7ffc0000}, E_FIXED, NOTIF, 1},
+    {"fcntl F_OFD_GETLK", __NR_fcntl, {3, 36, 0x7ffc0000}, E_FIXED, NOTIF, 1},
+    {"fcntl F_SETLEASE F_RDLCK", __NR_fcntl, {3, 1024, 0}, E_FIXED, ERR(EACCES), 1},
+    {"fcntl F_SETLEASE F_WRLCK", __NR_fcntl, {3, 1024, 1}, E_FIXED, ERR(EACCES), 1},
+    {"fcntl F_SETLEASE F_UNLCK", __NR_fcntl, {3, 1024, 2}, E_FIXED, ALLOW, 1},
+    {"fcntl F_GETLEASE", __NR_fcntl, {3, 1025}, E_FIXED, ALLOW, 1},
+    {"flock", __NR_flock, {3, 2}, E_FIXED, NOTIF, 1},
+    /* sendto(fd, buf, len, flags, addr, addrlen): an address goes to the supervisor */
+    {"sendto no address", __NR_sendto, {3, 0x7ffc0000, 10, 0, 0, 0}, E_FIXED, ALLOW, 0},
+    {"sendto with an address", __NR_sendto, {3, 0x7ffc0000, 10, 0, 0x7ffc1000, 16}, E_FIXED, NOTIF, 0},
+    {"sendto address in the high word", __NR_sendto, {3, 0x7ffc0000, 10, 0, 0x100000000ull, 16}, E_FIXED, NOTIF, 0},
+    {"sendmsg", __NR_sendmsg, {3, 0x7ffc0000, 0}, E_FIXED, NOTIF, 1},
+    {"sendmmsg", __NR_sendmmsg, {3, 0x7ffc0000, 2, 0}, E_FIXED, NOTIF, 1},
     /* prctl(option, arg2, ...): arg2 is unsigned long, so no garbage variant */
     {"prctl PR_SET_DUMPABLE 0", __NR_prctl, {4, 0}, E_FIXED, ERR(0), 0},
     {"prctl PR_SET_DUMPABLE 1", __NR_prctl, {4, 1}, E_FIXED, ALLOW, 0},
@@ -681,6 +735,7 @@ static void test_cache(void) {
 int main(void) {
     test_interpreter();
     test_table();
+    test_handlers();
     build_all();
     test_exhaustive();
     test_arch();

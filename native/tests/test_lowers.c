@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "guest/guest.h"
 #include "overlay/dirsnap.h"
 #include "overlay/layers.h"
 #include "overlay/vfs.h"
@@ -55,7 +56,9 @@ static void file_in(const char *root, const char *rel, const char *text) {
 }
 
 static int res(const char *rel, int flags, struct cv_vnode *v) {
-    struct cv_notif n = {.run = run, .req = NULL, .listener = -1, .tid = getpid(), .tgid = getpid()};
+    struct cv_guest g;
+    cv_guest_init(&g, CV_GUEST_UNNOTIFIED, 0, getpid());
+    struct cv_vctx n = {.run = run, .guest = &g};
     char full[1024];
     snprintf(full, sizeof full, "%s/%s", H, rel);
     return cv_vresolve(&n, AT_FDCWD, full, flags, v);

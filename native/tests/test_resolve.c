@@ -26,7 +26,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "handlers/handlers.h"
+#include "guest/guest.h"
 #include "overlay/resolve.h"
 #include "check.h"
 
@@ -69,7 +69,10 @@ static const char *show(const char *p) {
 }
 
 static int do_resolve(pid_t tid, pid_t tgid, int dirfd, const char *path, int flags, struct cv_resolved *o) {
-    struct cv_notif n = {.run = NULL, .req = NULL, .listener = -1, .tid = tid, .tgid = tgid};
+    struct cv_guest g;
+    cv_guest_init(&g, CV_GUEST_UNNOTIFIED, 0, tid);
+    g.tgid = tgid;
+    struct cv_vctx n = {.run = NULL, .guest = &g};
     /* Without CV_RES_STAT (the read-only open's hot path) st may stay unfilled, but the
      * answer and `exists` must be the same as with it. */
     struct cv_resolved lean;

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "guest/guest.h"
 #include "overlay/layers.h"
 #include "overlay/vfs.h"
 #include "supervisor/run.h"
@@ -59,7 +60,9 @@ static void link_(const char *target, const char *base, const char *rel) {
 
 /* Resolve path (relative to H unless absolute); returns the rc, fills v. */
 static int res(const char *path, int flags, struct cv_vnode *v) {
-    struct cv_notif n = {.run = run, .req = NULL, .listener = -1, .tid = getpid(), .tgid = getpid()};
+    struct cv_guest g;
+    cv_guest_init(&g, CV_GUEST_UNNOTIFIED, 0, getpid());
+    struct cv_vctx n = {.run = run, .guest = &g};
     char full[1024];
     if (path[0] == '/' || path[0] == '.') snprintf(full, sizeof full, "%s", path);
     else snprintf(full, sizeof full, "%s/%s", H, path);

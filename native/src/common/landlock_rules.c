@@ -17,7 +17,7 @@
 #include "common/landlock_rules.h"
 #include "common/util.h"
 
-#define MAX_HIDDEN 64
+#define MAX_HIDDEN 512
 
 struct hidden {
     char *path[MAX_HIDDEN];

@@ -6,7 +6,7 @@
 
 #include <time.h>
 
-#define CV_LL_MAX_EXPANDED 16
+#define CV_LL_MAX_EXPANDED 64
 
 /* The directories whose listing shaped the rules (ancestors of hidden paths),
  * with their mtimes: while none changed, the ruleset is still right. */

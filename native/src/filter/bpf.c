@@ -86,11 +86,17 @@ static int simple_label(struct asm_ *a, struct blocks *b, const struct cv_filter
 static void emit_rule(struct asm_ *a, struct blocks *b, const struct cv_filter_opts *o,
                       const struct cv_syscall *s) {
     switch (s->arg_rule) {
-    case CV_ARG_CLONE:
+    case CV_ARG_CLONE: {
+        int files = new_label(a);
         ld(a, OFF_ARG_LO(0));
         jif(a, BPF_JSET, CV_CLONE_NEW_MASK, deny_label(a, b, EPERM));
+        jif(a, BPF_JSET, CV_CLONE_FILES, files);
         jmp(a, b->allow);
+        place(a, files);
+        jif(a, BPF_JSET, CV_CLONE_THREAD, b->allow);
+        jmp(a, deny_label(a, b, EPERM));
         return;
+    }
     case CV_ARG_SOCKET: {
         int inet = o->deny_network ? deny_label(a, b, EACCES) : b->allow;
         int netlink = new_label(a);
@@ -111,12 +117,63 @@ static void emit_rule(struct asm_ *a, struct blocks *b, const struct cv_filter_o
         jif(a, BPF_JEQ, CV_AF_UNIX, b->allow);
         jmp(a, deny_label(a, b, EAFNOSUPPORT));
         return;
-    case CV_ARG_IOCTL:
+    case CV_ARG_IOCTL: {
+        /* One-insn tests that jump straight to returns at the block's end (it is short, so the
+         * 8-bit offsets reach): [tests] ja notify; ret EPERM; ret ALLOW. */
+        size_t n = 0, pos = 0;
+        for (size_t i = 0; i < CV_ALLOWED_IOCTLS; i++) n += cv_allowed_ioctls[i].lo == cv_allowed_ioctls[i].hi ? 1 : 2;
+        n += CV_DENIED_IOCTLS;
         ld(a, OFF_ARG_LO(1));
-        for (size_t i = 0; i < CV_DENIED_IOCTLS; i++)
-            jif(a, BPF_JEQ, cv_denied_ioctls[i], deny_label(a, b, EPERM));
+        /* from the insn at index pos of the tests: to "ret EPERM" and "ret ALLOW" */
+#define TO_DENY() ((uint8_t)(n - pos))
+#define TO_ALLOW() ((uint8_t)(n - pos + 1))
+        for (size_t i = 0; i < CV_DENIED_IOCTLS; i++, pos++)
+            emit(a, BPF_JMP | BPF_JEQ | BPF_K, cv_denied_ioctls[i], TO_DENY(), 0, -1);
+        for (size_t i = 0; i < CV_ALLOWED_IOCTLS; i++) {
+            const struct cv_ioctl_range *r = &cv_allowed_ioctls[i];
+            if (r->lo == r->hi) {
+                emit(a, BPF_JMP | BPF_JEQ | BPF_K, r->lo, TO_ALLOW(), 0, -1);
+                pos++;
+                continue;
+            }
+            emit(a, BPF_JMP | BPF_JGE | BPF_K, r->lo, 0, 1, -1); /* below: skip the next test */
+            pos++;
+            emit(a, BPF_JMP | BPF_JGT | BPF_K, r->hi, 0, TO_ALLOW(), -1);
+            pos++;
+        }
+#undef TO_DENY
+#undef TO_ALLOW
+        jmp(a, b->notify);
+        ret(a, RET_ERRNO(EPERM));
+        ret(a, SECCOMP_RET_ALLOW);
+        return;
+    }
+    case CV_ARG_NO_ADDR:
+        /* a NULL pointer: the low and the high word both 0 */
+        ld(a, OFF_ARG_LO(s->errno_));
+        jif(a, BPF_JSET, 0xffffffffu, b->notify);
+        ld(a, OFF_ARG_LO(s->errno_) + 4);
+        jif(a, BPF_JSET, 0xffffffffu, b->notify);
         jmp(a, b->allow);
         return;
+    case CV_ARG_FCNTL: {
+        /* [6 lock tests] jeq F_SETLEASE; ja allow; (lease:) ld arg2; jeq F_UNLCK; ret EACCES;
+         * ret ALLOW ... with the lock tests jumping to a local "ja notify". */
+        static const uint32_t locks[] = {CV_F_GETLK, CV_F_SETLK, CV_F_SETLKW, CV_F_OFD_GETLK, CV_F_OFD_SETLK,
+                                         CV_F_OFD_SETLKW};
+        const uint8_t nl = sizeof locks / sizeof locks[0];
+        ld(a, OFF_ARG_LO(1));
+        for (uint8_t i = 0; i < nl; i++) /* to the "ja notify" after the lease test and "ja allow" */
+            emit(a, BPF_JMP | BPF_JEQ | BPF_K, locks[i], (uint8_t)(nl - i + 1), 0, -1);
+        emit(a, BPF_JMP | BPF_JEQ | BPF_K, CV_F_SETLEASE, 2, 0, -1);
+        jmp(a, b->allow);
+        jmp(a, b->notify);
+        ld(a, OFF_ARG_LO(2)); /* a lease: only its release goes */
+        emit(a, BPF_JMP | BPF_JEQ | BPF_K, CV_F_UNLCK, 1, 0, -1);
+        ret(a, RET_ERRNO(EACCES));
+        ret(a, SECCOMP_RET_ALLOW);
+        return;
+    }
     case CV_ARG_PRCTL: {
         int dump = new_label(a);
         ld(a, OFF_ARG_LO(0));

@@ -15,7 +15,9 @@ static uint32_t eval_rule(const struct cv_filter_opts *o, const struct cv_syscal
                           const uint64_t a[6]) {
     switch (s->arg_rule) {
     case CV_ARG_CLONE:
-        return (lo32(a[0]) & CV_CLONE_NEW_MASK) ? RET_ERRNO(EPERM) : SECCOMP_RET_ALLOW;
+        if (lo32(a[0]) & CV_CLONE_NEW_MASK) return RET_ERRNO(EPERM);
+        if ((lo32(a[0]) & (CV_CLONE_FILES | CV_CLONE_THREAD)) == CV_CLONE_FILES) return RET_ERRNO(EPERM);
+        return SECCOMP_RET_ALLOW;
     case CV_ARG_SOCKET: {
         uint32_t d = lo32(a[0]);
         if (d == CV_AF_UNIX) return SECCOMP_RET_ALLOW;
@@ -29,7 +31,20 @@ static uint32_t eval_rule(const struct cv_filter_opts *o, const struct cv_syscal
     case CV_ARG_IOCTL:
         for (size_t i = 0; i < CV_DENIED_IOCTLS; i++)
             if (lo32(a[1]) == cv_denied_ioctls[i]) return RET_ERRNO(EPERM);
+        for (size_t i = 0; i < CV_ALLOWED_IOCTLS; i++)
+            if (lo32(a[1]) >= cv_allowed_ioctls[i].lo && lo32(a[1]) <= cv_allowed_ioctls[i].hi)
+                return SECCOMP_RET_ALLOW;
+        return SECCOMP_RET_USER_NOTIF;
+    case CV_ARG_NO_ADDR:
+        return a[s->errno_] == 0 ? SECCOMP_RET_ALLOW : SECCOMP_RET_USER_NOTIF;
+    case CV_ARG_FCNTL: {
+        uint32_t cmd = lo32(a[1]);
+        if (cmd == CV_F_GETLK || cmd == CV_F_SETLK || cmd == CV_F_SETLKW || cmd == CV_F_OFD_GETLK ||
+            cmd == CV_F_OFD_SETLK || cmd == CV_F_OFD_SETLKW)
+            return SECCOMP_RET_USER_NOTIF;
+        if (cmd == CV_F_SETLEASE) return lo32(a[2]) == CV_F_UNLCK ? SECCOMP_RET_ALLOW : RET_ERRNO(EACCES);
         return SECCOMP_RET_ALLOW;
+    }
     case CV_ARG_PRCTL:
         return (lo32(a[0]) == CV_PR_SET_DUMPABLE && lo32(a[1]) == 0) ? RET_ERRNO(0)
                                                                      : SECCOMP_RET_ALLOW;

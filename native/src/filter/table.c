@@ -30,12 +30,14 @@ static const char URING[] = "io_uring submissions bypass seccomp; libc and libuv
 static const char KILLF[] = "signals another process: must stay inside the sandbox";
 static const char PRIO[] = "changes limits or scheduling of a process: self natively, others checked";
 static const char LL[] = "the guest may only restrict itself further";
+static const char LOCK[] = "locks: never on a host file; done by the supervisor on its copy of the fd";
+static const char SEND[] = "a message may carry an address (a host socket): done by the supervisor on its copies";
 static const char IPC[] = "host-wide IPC objects; ENOSYS so programs fall back (MIT-SHM, ...)";
 
-#define A(n, why) {#n, __NR_##n, CV_ALLOW, CV_ARG_NONE, 0, why}
-#define D(n, e, why) {#n, __NR_##n, CV_DENY, CV_ARG_NONE, e, why}
-#define N(n, why) {#n, __NR_##n, CV_NOTIFY, CV_ARG_NONE, 0, why}
-#define R(n, rule, extra, why) {#n, __NR_##n, 0, rule, extra, why}
+#define A(n, why) {#n, __NR_##n, CV_ALLOW, CV_ARG_NONE, 0, CV_H_NONE, why}
+#define D(n, e, why) {#n, __NR_##n, CV_DENY, CV_ARG_NONE, e, CV_H_NONE, why}
+#define N(n, h, why) {#n, __NR_##n, CV_NOTIFY, CV_ARG_NONE, 0, h, why}
+#define R(n, rule, extra, h, why) {#n, __NR_##n, 0, rule, extra, h, why}
 
 const struct cv_syscall cv_syscalls[] = {
     /* memory and threads */
@@ -70,7 +72,7 @@ const struct cv_syscall cv_syscalls[] = {
     A(pwritev2, FDIO), A(lseek, FDIO), A(sendfile, FDIO), A(splice, FDIO), A(tee, FDIO),
     A(vmsplice, FDIO), A(copy_file_range, FDIO), A(fsync, FDIO), A(fdatasync, FDIO),
     A(sync_file_range, FDIO), A(fadvise64, FDIO), A(readahead, FDIO),
-    A(ftruncate, FDIO), A(fallocate, FDIO), A(flock, FDIO), A(fcntl, FDIO), A(dup, FDIO),
+    A(ftruncate, FDIO), A(fallocate, FDIO), N(flock, CV_H_LOCK, LOCK), R(fcntl, CV_ARG_FCNTL, 0, CV_H_LOCK, LOCK), A(dup, FDIO),
     A(dup2, FDIO), A(dup3, FDIO), A(close, FDIO), A(close_range, FDIO), A(pipe, FDIO),
     A(pipe2, FDIO), A(eventfd, FDIO), A(eventfd2, FDIO), A(epoll_create, FDIO),
     A(epoll_create1, FDIO), A(epoll_ctl, FDIO), A(epoll_wait, FDIO), A(epoll_pwait, FDIO),
@@ -81,22 +83,23 @@ const struct cv_syscall cv_syscalls[] = {
     A(io_getevents, FDIO), A(io_pgetevents, FDIO), A(io_submit, FDIO), A(io_cancel, FDIO),
     A(sync, FDIO), A(syncfs, FDIO), A(cachestat, FDIO),
     /* look-ups in the merged view: the supervisor answers from the layers */
-    N(stat, VIEW), N(lstat, VIEW), R(newfstatat, CV_ARG_FD_STAT, 3, VIEW), R(statx, CV_ARG_FD_STAT, 2, VIEW),
-    N(access, VIEW), N(faccessat, VIEW), N(faccessat2, VIEW), N(readlink, VIEW), N(readlinkat, VIEW),
-    N(statfs, VIEW), N(getxattr, VIEW), N(lgetxattr, VIEW), N(listxattr, VIEW),
-    N(llistxattr, VIEW), N(inotify_add_watch, VIEW),
-    N(getdents, DIRS), N(getdents64, DIRS),
-    N(getcwd, CWD), N(chdir, CWD), N(fchdir, CWD),
+    N(stat, CV_H_STAT, VIEW), N(lstat, CV_H_STAT, VIEW), R(newfstatat, CV_ARG_FD_STAT, 3, CV_H_STAT, VIEW), R(statx, CV_ARG_FD_STAT, 2, CV_H_STAT, VIEW),
+    N(access, CV_H_STAT, VIEW), N(faccessat, CV_H_STAT, VIEW), N(faccessat2, CV_H_STAT, VIEW), N(readlink, CV_H_STAT, VIEW), N(readlinkat, CV_H_STAT, VIEW),
+    N(statfs, CV_H_STAT, VIEW), N(getxattr, CV_H_STAT, VIEW), N(lgetxattr, CV_H_STAT, VIEW), N(listxattr, CV_H_STAT, VIEW),
+    N(llistxattr, CV_H_STAT, VIEW), N(inotify_add_watch, CV_H_STAT, VIEW),
+    N(getdents, CV_H_DIRENT, DIRS), N(getdents64, CV_H_DIRENT, DIRS),
+    N(getcwd, CV_H_CWD, CWD), N(chdir, CV_H_CWD, CWD), N(fchdir, CV_H_CWD, CWD),
     /* sockets */
-    A(recvfrom, SOCK), A(recvmsg, SOCK), A(recvmmsg, SOCK), A(sendto, SOCK),
-    A(sendmsg, SOCK), A(sendmmsg, SOCK), A(shutdown, SOCK),
-    N(connect, "a unix socket path may live in the upper layer; inet connects are continued"),
+    A(recvfrom, SOCK), A(recvmsg, SOCK), A(recvmmsg, SOCK),
+    R(sendto, CV_ARG_NO_ADDR, 4, CV_H_SOCK, "with an address: done by the supervisor on its copy (a unix path may be the host's)"),
+    N(sendmsg, CV_H_SOCK, SEND), N(sendmmsg, CV_H_SOCK, SEND), A(shutdown, SOCK),
+    N(connect, CV_H_SOCK, "done by the supervisor on its copy: unix paths resolved in the view, host ones only if allowed"),
     A(getsockopt, SOCK), A(setsockopt, SOCK), A(getsockname, SOCK),
     A(getpeername, SOCK), A(accept, SOCK), A(accept4, SOCK),
-    N(bind, "binding inet ports needs --allow-listen; unix paths would create files"),
-    N(listen, "listening on inet sockets needs --allow-listen"),
-    R(socket, CV_ARG_SOCKET, 0, "address families: unix always, inet per policy, others never"),
-    R(socketpair, CV_ARG_SOCKETPAIR, 0, "only unix socket pairs"),
+    N(bind, CV_H_SOCK, "binding inet ports needs --allow-listen; unix paths would create files"),
+    N(listen, CV_H_SOCK, "listening on inet sockets needs --allow-listen"),
+    R(socket, CV_ARG_SOCKET, 0, CV_H_NONE, "address families: unix always, inet per policy, others never"),
+    R(socketpair, CV_ARG_SOCKETPAIR, 0, CV_H_NONE, "only unix socket pairs"),
     /* identity and life cycle */
     A(getpid, ID), A(getppid, ID), A(gettid, ID), A(getuid, ID), A(geteuid, ID),
     A(getgid, ID), A(getegid, ID), A(getresuid, ID), A(getresgid, ID), A(getgroups, ID),
@@ -105,7 +108,7 @@ const struct cv_syscall cv_syscalls[] = {
     A(setresgid, ID), A(setfsuid, ID), A(setfsgid, ID), A(setgroups, ID), A(capget, ID),
     A(capset, ID), A(umask, ID), A(wait4, ID), A(waitid, ID), A(exit, ID),
     A(exit_group, ID), A(fork, ID), A(vfork, ID), A(getrlimit, ID), A(setrlimit, ID),
-    A(getpriority, ID), A(ioprio_get, ID), A(getrandom, ID), N(uname, "the nodename is the sandbox's name"),
+    A(getpriority, ID), A(ioprio_get, ID), A(getrandom, ID), N(uname, CV_H_IDENTITY, "the nodename is the sandbox's name"),
     A(sysinfo, ID), A(getrusage, ID), A(pidfd_open, ID), A(seccomp, LL),
     A(landlock_create_ruleset, LL), A(landlock_add_rule, LL),
     A(landlock_restrict_self, LL),
@@ -117,32 +120,32 @@ const struct cv_syscall cv_syscalls[] = {
     D(msgrcv, ENOSYS, IPC), D(msgctl, ENOSYS, IPC), D(mq_open, ENOSYS, IPC),
     D(mq_unlink, ENOSYS, IPC), D(mq_timedsend, ENOSYS, IPC), D(mq_timedreceive, ENOSYS, IPC),
     D(mq_notify, ENOSYS, IPC), D(mq_getsetattr, ENOSYS, IPC),
-    R(clone, CV_ARG_CLONE, 0, "new threads and processes; CLONE_NEW* flags denied"),
-    R(prctl, CV_ARG_PRCTL, 0, "own process attributes; becoming non-dumpable would blind the supervisor"),
-    R(personality, CV_ARG_PERSONALITY, 0, "only the personas Docker allows"),
-    R(ioctl, CV_ARG_IOCTL, 0, "device control on held fds; terminal injection and chattr denied"),
-    R(prlimit64, CV_ARG_PID0, 0, PRIO), R(sched_setparam, CV_ARG_PID0, 0, PRIO),
-    R(sched_setscheduler, CV_ARG_PID0, 0, PRIO), R(sched_setaffinity, CV_ARG_PID0, 0, PRIO),
-    R(sched_setattr, CV_ARG_PID0, 0, PRIO),
-    R(setpriority, CV_ARG_PRIO_SELF, 0 /* PRIO_PROCESS */, PRIO),
-    R(ioprio_set, CV_ARG_PRIO_SELF, 1 /* IOPRIO_WHO_PROCESS */, PRIO),
-    R(kill, CV_ARG_SIGNAL, 0, KILLF), R(tkill, CV_ARG_SIGNAL, 0, KILLF),
-    R(tgkill, CV_ARG_SIGNAL, 0, KILLF), R(rt_sigqueueinfo, CV_ARG_SIGNAL, 0, KILLF),
-    R(rt_tgsigqueueinfo, CV_ARG_SIGNAL, 0, KILLF),
-    R(pidfd_send_signal, CV_ARG_SIGNAL, 0, KILLF),
+    R(clone, CV_ARG_CLONE, 0, CV_H_NONE, "new threads and processes; CLONE_NEW*, and fd tables shared between processes, denied"),
+    R(prctl, CV_ARG_PRCTL, 0, CV_H_NONE, "own process attributes; becoming non-dumpable would blind the supervisor"),
+    R(personality, CV_ARG_PERSONALITY, 0, CV_H_NONE, "only the personas Docker allows"),
+    R(ioctl, CV_ARG_IOCTL, 0, CV_H_IOCTL, "safe requests natively; terminal injection and chattr denied; the rest decided on the fd"),
+    R(prlimit64, CV_ARG_PID0, 0, CV_H_SIGNAL, PRIO), R(sched_setparam, CV_ARG_PID0, 0, CV_H_SIGNAL, PRIO),
+    R(sched_setscheduler, CV_ARG_PID0, 0, CV_H_SIGNAL, PRIO), R(sched_setaffinity, CV_ARG_PID0, 0, CV_H_SIGNAL, PRIO),
+    R(sched_setattr, CV_ARG_PID0, 0, CV_H_SIGNAL, PRIO),
+    R(setpriority, CV_ARG_PRIO_SELF, 0 /* PRIO_PROCESS */, CV_H_SIGNAL, PRIO),
+    R(ioprio_set, CV_ARG_PRIO_SELF, 1 /* IOPRIO_WHO_PROCESS */, CV_H_SIGNAL, PRIO),
+    R(kill, CV_ARG_SIGNAL, 0, CV_H_SIGNAL, KILLF), R(tkill, CV_ARG_SIGNAL, 0, CV_H_SIGNAL, KILLF),
+    R(tgkill, CV_ARG_SIGNAL, 0, CV_H_SIGNAL, KILLF), R(rt_sigqueueinfo, CV_ARG_SIGNAL, 0, CV_H_SIGNAL, KILLF),
+    R(rt_tgsigqueueinfo, CV_ARG_SIGNAL, 0, CV_H_SIGNAL, KILLF),
+    R(pidfd_send_signal, CV_ARG_SIGNAL, 0, CV_H_SIGNAL, KILLF),
     /* path operations */
-    N(open, OPEN), N(openat, OPEN), N(creat, OPEN),
+    N(open, CV_H_OPEN, OPEN), N(openat, CV_H_OPEN, OPEN), N(creat, CV_H_OPEN, OPEN),
     D(openat2, ENOSYS, "RESOLVE_* semantics are not emulated yet; libc falls back to openat"),
-    N(execve, EXEC), N(execveat, EXEC),
-    N(truncate, PATHW), N(rename, PATHW), N(renameat, PATHW), N(renameat2, PATHW),
-    N(mkdir, PATHW), N(mkdirat, PATHW), N(rmdir, PATHW), N(link, PATHW), N(linkat, PATHW),
-    N(unlink, PATHW), N(unlinkat, PATHW), N(symlink, PATHW), N(symlinkat, PATHW),
-    N(mknod, PATHW), N(mknodat, PATHW), N(chmod, PATHW), N(fchmodat, PATHW),
-    N(fchmodat2, PATHW), N(chown, PATHW), N(lchown, PATHW), N(fchownat, PATHW),
-    N(utime, PATHW), N(utimes, PATHW), N(futimesat, PATHW), N(utimensat, PATHW),
-    N(setxattr, PATHW), N(lsetxattr, PATHW), N(removexattr, PATHW),
-    N(lremovexattr, PATHW),
-    N(fchmod, FDMETA), N(fchown, FDMETA), N(fsetxattr, FDMETA), N(fremovexattr, FDMETA),
+    N(execve, CV_H_EXEC, EXEC), N(execveat, CV_H_EXEC, EXEC),
+    N(truncate, CV_H_META, PATHW), N(rename, CV_H_MUTATE, PATHW), N(renameat, CV_H_MUTATE, PATHW), N(renameat2, CV_H_MUTATE, PATHW),
+    N(mkdir, CV_H_MUTATE, PATHW), N(mkdirat, CV_H_MUTATE, PATHW), N(rmdir, CV_H_MUTATE, PATHW), N(link, CV_H_MUTATE, PATHW), N(linkat, CV_H_MUTATE, PATHW),
+    N(unlink, CV_H_MUTATE, PATHW), N(unlinkat, CV_H_MUTATE, PATHW), N(symlink, CV_H_MUTATE, PATHW), N(symlinkat, CV_H_MUTATE, PATHW),
+    N(mknod, CV_H_MUTATE, PATHW), N(mknodat, CV_H_MUTATE, PATHW), N(chmod, CV_H_META, PATHW), N(fchmodat, CV_H_META, PATHW),
+    N(fchmodat2, CV_H_META, PATHW), N(chown, CV_H_META, PATHW), N(lchown, CV_H_META, PATHW), N(fchownat, CV_H_META, PATHW),
+    N(utime, CV_H_META, PATHW), N(utimes, CV_H_META, PATHW), N(futimesat, CV_H_META, PATHW), N(utimensat, CV_H_META, PATHW),
+    N(setxattr, CV_H_META, PATHW), N(lsetxattr, CV_H_META, PATHW), N(removexattr, CV_H_META, PATHW),
+    N(lremovexattr, CV_H_META, PATHW),
+    N(fchmod, CV_H_META, FDMETA), N(fchown, CV_H_META, FDMETA), N(fsetxattr, CV_H_META, FDMETA), N(fremovexattr, CV_H_META, FDMETA),
     /* denied in BPF */
     D(io_uring_setup, ENOSYS, URING), D(io_uring_enter, ENOSYS, URING),
     D(io_uring_register, ENOSYS, URING),
@@ -174,6 +177,16 @@ const struct cv_syscall cv_syscalls[] = {
     D(query_module, EPERM, PRIV),
 };
 const size_t cv_syscalls_len = sizeof cv_syscalls / sizeof cv_syscalls[0];
+
+int cv_rule_may_notify(const struct cv_syscall *s) {
+    switch (s->arg_rule) {
+    case CV_ARG_NONE: return s->kind == CV_NOTIFY;
+    case CV_ARG_PID0: case CV_ARG_PRIO_SELF: case CV_ARG_SIGNAL: case CV_ARG_FD_STAT:
+    case CV_ARG_IOCTL: case CV_ARG_NO_ADDR: case CV_ARG_FCNTL:
+        return 1;
+    default: return 0;
+    }
+}
 
 const char *cv_syscall_name(int nr) {
     for (size_t i = 0; i < cv_syscalls_len; i++)

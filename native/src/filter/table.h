@@ -16,16 +16,36 @@ enum cv_kind {
 /* Argument rules: decided in BPF from register values only. */
 enum cv_arg_rule {
     CV_ARG_NONE = 0,
-    CV_ARG_CLONE,        /* arg0 & CLONE_NEW* → EPERM, else ALLOW */
+    CV_ARG_CLONE,        /* arg0 & CLONE_NEW*, or CLONE_FILES without CLONE_THREAD → EPERM, else ALLOW */
     CV_ARG_SOCKET,       /* domain in arg0: unix allow, inet per policy, netlink route only */
     CV_ARG_SOCKETPAIR,   /* AF_UNIX allow, else EAFNOSUPPORT */
-    CV_ARG_IOCTL,        /* arg1 in the deny list → EPERM, else ALLOW */
+    CV_ARG_IOCTL,        /* arg1 in the deny list → EPERM, in the allow list → ALLOW, else NOTIFY */
     CV_ARG_PRCTL,        /* PR_SET_DUMPABLE 0 → fake success, else ALLOW */
     CV_ARG_PERSONALITY,  /* known-safe personas ALLOW, else EPERM */
     CV_ARG_PID0,         /* arg0 == 0 (self) → ALLOW, else NOTIFY */
     CV_ARG_PRIO_SELF,    /* arg0 == which_self && arg1 == 0 → ALLOW, else NOTIFY */
     CV_ARG_SIGNAL,       /* ALLOW when signals are Landlock-scoped, else NOTIFY */
     CV_ARG_FD_STAT,      /* flags in arg[errno_] has AT_EMPTY_PATH (fstat of an fd) → ALLOW, else NOTIFY */
+    CV_ARG_NO_ADDR,      /* arg[errno_] (an address pointer) is NULL → ALLOW, else NOTIFY */
+    CV_ARG_FCNTL,        /* record locks → NOTIFY, a lease → EACCES, else ALLOW */
+};
+
+/* Which handler family answers a notified call (handlers/dispatch.c maps each to its function). */
+enum cv_handler {
+    CV_H_NONE = 0,
+    CV_H_OPEN,     /* handlers/open.c */
+    CV_H_EXEC,     /* handlers/exec.c */
+    CV_H_MUTATE,   /* handlers/mutate.c */
+    CV_H_META,     /* handlers/meta.c */
+    CV_H_STAT,     /* handlers/stat.c */
+    CV_H_DIRENT,   /* handlers/dirent.c */
+    CV_H_CWD,      /* handlers/cwd.c */
+    CV_H_SOCK,     /* handlers/sock.c */
+    CV_H_SIGNAL,   /* handlers/signal.c */
+    CV_H_IDENTITY, /* handlers/identity.c */
+    CV_H_IOCTL,    /* handlers/ioctl.c */
+    CV_H_LOCK,     /* handlers/lock.c */
+    CV_H_COUNT
 };
 
 struct cv_syscall {
@@ -33,9 +53,14 @@ struct cv_syscall {
     int nr;
     uint8_t kind;        /* enum cv_kind, when arg_rule is NONE */
     uint8_t arg_rule;    /* enum cv_arg_rule */
-    uint16_t errno_;     /* CV_DENY; for CV_ARG_PRIO_SELF the "which" value meaning self */
+    uint16_t errno_;     /* CV_DENY; for CV_ARG_PRIO_SELF the "which" value meaning self; the
+                          * argument index for CV_ARG_FD_STAT and CV_ARG_NO_ADDR */
+    uint8_t handler;     /* enum cv_handler: who answers when it is notified */
     const char *why;     /* one line: why this is safe natively / why denied / why notified */
 };
+
+/* The row may reach the supervisor (NOTIFY, or a rule that can answer NOTIFY). */
+int cv_rule_may_notify(const struct cv_syscall *s);
 
 /* Options that change the compiled program. */
 struct cv_filter_opts {

@@ -115,12 +115,11 @@ static int any_remembered(const struct cv_run *r) {
     return 0;
 }
 
-int cv_cwd_override(struct cv_notif *n, char *out, size_t len, int *fd) {
+int cv_cwd_override(struct cv_run *r, struct cv_guest *g, char *out, size_t len, int *fd) {
     if (fd) *fd = -1;
-    struct cv_run *r = n->run;
     /* Every relative path asks: without a remembered directory anywhere, /proc is not read. */
     if (!any_remembered(r)) return 0;
-    pid_t tgid = cv_notif_tgid(n), ppid;
+    pid_t tgid = cv_guest_tgid(g), ppid;
     unsigned long long start;
     if (cv_proc_stat(tgid, &ppid, &start) < 0) return 0;
     struct cv_cwd *c = find(r, tgid);
@@ -155,22 +154,23 @@ int cv_cwd_override(struct cv_notif *n, char *out, size_t len, int *fd) {
 static struct cv_reply do_getcwd(struct cv_notif *n) {
     const __u64 *a = n->req->data.args;
     char v[PATH_MAX];
-    if (cv_cwd_override(n, v, sizeof v, NULL)) {
+    if (cv_cwd_override(n->run, &n->g, v, sizeof v, NULL)) {
         struct cv_vnode vn; /* a remembered directory may have been removed since */
-        int e = cv_vresolve(n, AT_FDCWD, v, CV_RES_FOLLOW, &vn);
+        int e = cv_vresolve(&n->ctx, AT_FDCWD, v, CV_RES_FOLLOW, &vn);
         int gone = e < 0 || !vn.exists || !S_ISDIR(vn.st.st_mode);
         if (e == 0) cv_vnode_release(&vn);
         if (gone) return cv_err(ENOENT);
     } else {
-        char link[64], real[PATH_MAX];
-        snprintf(link, sizeof link, "/proc/%d/cwd", (int)n->tid);
-        if (cv_readlink(link, real, sizeof real) < 0) return cv_err(ENOENT);
+        char real[PATH_MAX];
+        ssize_t l = cv_guest_link(&n->g, "cwd", real, sizeof real);
+        if (l < 0) return cv_err(l == -ESRCH ? ESRCH : ENOENT);
         int e = cv_virtual_of_real(n->run, real, v, sizeof v);
         if (e < 0) return cv_err(-e);
     }
     size_t need = strlen(v) + 1;
     if (a[1] < need) return cv_err(ERANGE);
-    if (cv_notif_write(n, a[0], v, need) < 0) return cv_err(EFAULT);
+    int e = cv_guest_write(&n->g, a[0], v, need);
+    if (e < 0) return cv_err(-e);
     return cv_val((int64_t)need);
 }
 
@@ -183,9 +183,7 @@ static int same_dir(int fd, const struct stat *want) {
 /* Does the kernel, following the guest's own string from its own cwd, land on the directory the
  * merged view names? 1, 0, or -errno when the guest may not enter it. */
 static int kernel_agrees(struct cv_notif *n, const char *path, const struct cv_vnode *v) {
-    char link[64];
-    snprintf(link, sizeof link, "/proc/%d/cwd", (int)n->tid);
-    cv_autoclose int kcwd = open(link, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    cv_autoclose int kcwd = cv_guest_open(&n->g, "cwd", O_PATH | O_DIRECTORY);
     struct open_how how = {.flags = O_PATH | O_DIRECTORY | O_CLOEXEC, .resolve = RESOLVE_NO_MAGICLINKS};
     cv_autoclose int kfd = kcwd >= 0 ? (int)syscall(__NR_openat2, kcwd, path, &how, sizeof how) : -1;
     cv_autoclose int up = v->layer == CV_UPPER ? cv_ov_open_upper(n->run, v->vpath, O_PATH | O_DIRECTORY, 0) : -1;
@@ -209,7 +207,7 @@ static int kernel_agrees(struct cv_notif *n, const char *path, const struct cv_v
 static void kernel_cwd(struct cv_notif *n) {
     struct cv_run *r = n->run;
     if (!r->ncwd) return;
-    pid_t tgid = cv_notif_tgid(n), ppid;
+    pid_t tgid = cv_guest_tgid(&n->g), ppid;
     unsigned long long start;
     if (cv_proc_stat(tgid, &ppid, &start) == 0) set(r, tgid, start, NULL, -1);
     else drop(r, tgid);
@@ -218,13 +216,18 @@ static void kernel_cwd(struct cv_notif *n) {
 static struct cv_reply do_chdir(struct cv_notif *n) {
     struct cv_run *r = n->run;
     char path[PATH_MAX];
-    int e = cv_notif_path(n, n->req->data.args[0], path, sizeof path);
+    int e = cv_guest_path(&n->g, n->req->data.args[0], path, sizeof path);
     if (e < 0) return cv_err(-e);
     struct cv_vnode v;
-    e = cv_vresolve(n, AT_FDCWD, path, CV_RES_FOLLOW, &v);
+    e = cv_vresolve(&n->ctx, AT_FDCWD, path, CV_RES_FOLLOW, &v);
     if (e < 0) return cv_err(-e);
     struct cv_reply out;
     if (v.in_proc) {
+        e = cv_proc_access(n, &v.proc, 0);
+        if (e < 0) {
+            out = cv_err(-e);
+            goto done;
+        }
         kernel_cwd(n);
         out = cv_continue(); /* procfs: the host's view (pids filtered on open) */
         goto done;
@@ -247,7 +250,7 @@ static struct cv_reply do_chdir(struct cv_notif *n) {
         out = cv_continue();
         goto done;
     }
-    pid_t tgid = cv_notif_tgid(n), ppid;
+    pid_t tgid = cv_guest_tgid(&n->g), ppid;
     unsigned long long start;
     if (cv_proc_stat(tgid, &ppid, &start) < 0) {
         out = cv_err(ESRCH);

@@ -27,7 +27,6 @@
 #include "common/relay_proto.h"
 #include "common/seccomp_defs.h"
 #include "common/util.h"
-#include "guest/mem.h"
 #include "handlers.h"
 #include "overlay/vfs.h"
 
@@ -82,12 +81,12 @@ static long guest_list(struct cv_notif *n, uint64_t addr, long skip, struct plan
     long count = 0;
     for (long i = 0;; i++) {
         uint64_t ptr;
-        if (cv_guest_read(n->tid, addr + (uint64_t)i * 8, &ptr, sizeof ptr) < 0) {
+        if (cv_guest_peek(&n->g, addr + (uint64_t)i * 8, &ptr, sizeof ptr) < 0) {
             free(s);
             return -EFAULT;
         }
         if (!ptr) break;
-        ssize_t l = cv_guest_read_str(n->tid, ptr, s, MAX_ARG_STRLEN);
+        ssize_t l = cv_guest_peek_str(&n->g, ptr, s, MAX_ARG_STRLEN);
         if (l < 0) {
             free(s);
             return l == -ENAMETOOLONG ? -E2BIG : l;
@@ -105,7 +104,7 @@ static long guest_list(struct cv_notif *n, uint64_t addr, long skip, struct plan
 static long list_len(struct cv_notif *n, uint64_t addr) {
     long i = 0;
     for (uint64_t ptr = 1; addr; i++)
-        if (cv_guest_read(n->tid, addr + (uint64_t)i * 8, &ptr, sizeof ptr) < 0 || !ptr) break;
+        if (cv_guest_peek(&n->g, addr + (uint64_t)i * 8, &ptr, sizeof ptr) < 0 || !ptr) break;
     return i;
 }
 
@@ -178,36 +177,30 @@ static struct cv_relay *relay_add(struct cv_run *r, pid_t tgid) {
 }
 
 static pid_t parent_sharing_vm(pid_t tid) {
-    char path[64], buf[512];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)tid);
-    if (cv_read_small(path, buf, sizeof buf) <= 0) return 0;
-    char *p = strrchr(buf, ')');
-    int ppid = 0;
-    if (!p || sscanf(p + 2, "%*c %d", &ppid) != 1 || ppid <= 1) return 0;
-    return syscall(SYS_kcmp, tid, ppid, KCMP_VM, 0, 0) == 0 ? (pid_t)ppid : 0;
+    pid_t ppid;
+    unsigned long long start;
+    if (cv_proc_stat(tid, &ppid, &start) < 0 || ppid <= 1) return 0;
+    return syscall(SYS_kcmp, tid, ppid, KCMP_VM, 0, 0) == 0 ? ppid : 0;
 }
 
-/* Point the guest's exec at the relay: inject the helper, rewrite the path. */
+/* Point the guest's exec at the relay: inject the helper, rewrite the path. argv and envp were
+ * read for the plan already (checked valid after, below, before anything is written). */
 static struct cv_reply redirect(struct cv_notif *n, uint64_t path_addr, struct cv_relay *x) {
     struct cv_run *r = n->run;
-    int helper = open(r->helper, O_RDONLY | O_CLOEXEC);
+    cv_autoclose int helper = open(r->helper, O_RDONLY | O_CLOEXEC);
     if (helper < 0) return cv_err(EACCES);
-    struct seccomp_notif_addfd add = {.id = n->req->id, .srcfd = (uint32_t)helper, .newfd_flags = O_CLOEXEC};
-    int k = ioctl(n->listener, SECCOMP_IOCTL_NOTIF_ADDFD, &add);
-    close(helper);
-    if (k < 0) return cv_err(errno == EMFILE ? EMFILE : ESRCH);
+    int k = cv_guest_addfd(&n->g, helper, 1, 0);
+    if (k < 0) return cv_err(k == -EMFILE ? EMFILE : ESRCH);
     char repl[32];
     int rl = snprintf(repl, sizeof repl, "/dev/fd/%d", k) + 1;
-    char mem[64];
-    snprintf(mem, sizeof mem, "/proc/%d/mem", (int)n->tid);
-    cv_autoclose int m = open(mem, O_RDWR | O_CLOEXEC);
-    if (m < 0) return cv_err(EACCES);
+    cv_autoclose int m = cv_guest_open(&n->g, "mem", O_RDWR);
+    if (m < 0) return cv_err(m == -ESRCH ? ESRCH : EACCES);
     x->saved_len = (size_t)rl;
     memcpy(x->repl, repl, (size_t)rl);
     if (pread(m, x->saved, (size_t)rl, (off_t)path_addr) != rl) return cv_err(EFAULT);
-    x->restore_pid = parent_sharing_vm(n->tid);
+    x->restore_pid = parent_sharing_vm(n->g.tid);
     x->restore_addr = path_addr;
-    if (!cv_notif_valid(n)) return cv_err(ESRCH);
+    if (!cv_guest_valid(&n->g)) return cv_err(ESRCH);
     /* A forced write: the path may be a string literal in read-only memory. */
     if (pwrite(m, repl, (size_t)rl, (off_t)path_addr) != rl) return cv_err(EFAULT);
     return cv_continue();
@@ -253,7 +246,7 @@ static void exe_record(struct cv_run *r, pid_t tgid, char *vpath) {
 int cv_relay_request(struct cv_notif *n, const char *path, uint64_t buf, size_t size, struct cv_reply *out) {
     (void)path;
     struct cv_run *r = n->run;
-    pid_t tgid = cv_notif_tgid(n);
+    pid_t tgid = cv_guest_tgid(&n->g);
     size_t i;
     for (i = 0; i < r->nrelay; i++)
         if (r->relays[i].tgid == tgid) break;
@@ -276,8 +269,7 @@ int cv_relay_request(struct cv_notif *n, const char *path, uint64_t buf, size_t 
     }
     if (x->fd >= 0) {
         /* The plan names the fd the copy gets in the relay: put it in now, then patch the number. */
-        struct seccomp_notif_addfd add = {.id = n->req->id, .srcfd = (uint32_t)x->fd, .newfd_flags = O_CLOEXEC};
-        int k = ioctl(n->listener, SECCOMP_IOCTL_NOTIF_ADDFD, &add);
+        int k = cv_guest_addfd(&n->g, x->fd, 1, 0);
         if (k < 0) {
             relay_drop(r, i);
             *out = cv_err(ESRCH);
@@ -302,7 +294,10 @@ int cv_relay_request(struct cv_notif *n, const char *path, uint64_t buf, size_t 
         x->exe = NULL;
     }
     if (x->len > size) *out = cv_err(ENAMETOOLONG);
-    else *out = cv_notif_write(n, buf, x->plan, x->len) < 0 ? cv_err(EFAULT) : cv_val((int64_t)x->len);
+    else {
+        int e = cv_guest_write(&n->g, buf, x->plan, x->len);
+        *out = e < 0 ? cv_err(-e) : cv_val((int64_t)x->len);
+    }
     relay_drop(r, i);
     return 1;
 }
@@ -313,11 +308,11 @@ struct cv_reply cv_h_exec(struct cv_notif *n) {
     uint64_t addr = a[0], argv = a[1], envp = a[2];
     if (n->req->data.nr == __NR_execveat) dirfd = (int)a[0], addr = a[1], argv = a[2], envp = a[3], flags = (int)a[4];
     char path[PATH_MAX];
-    int e = cv_notif_path(n, addr, path, sizeof path);
+    int e = cv_guest_path(&n->g, addr, path, sizeof path);
     if (e < 0) return cv_err(-e);
     if (!*path && (flags & AT_EMPTY_PATH)) return cv_continue(); /* fexecve: an fd the guest holds */
     struct cv_vnode v;
-    e = cv_vresolve(n, dirfd, path, (flags & AT_SYMLINK_NOFOLLOW) ? 0 : CV_RES_FOLLOW, &v);
+    e = cv_vresolve(&n->ctx, dirfd, path, (flags & AT_SYMLINK_NOFOLLOW) ? 0 : CV_RES_FOLLOW, &v);
     if (e < 0) return cv_err(-e);
     struct cv_reply out;
     cv_autoclose int fd = -1;
@@ -390,7 +385,7 @@ struct cv_reply cv_h_exec(struct cv_notif *n) {
             out = cv_err(argc < 0 ? (int)-argc : p.err);
             goto done;
         }
-        struct cv_relay *x = relay_add(n->run, cv_notif_tgid(n));
+        struct cv_relay *x = relay_add(n->run, cv_guest_tgid(&n->g));
         if (!x) {
             free(p.buf);
             if (copy >= 0) close(copy);

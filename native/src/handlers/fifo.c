@@ -52,7 +52,7 @@ struct cv_reply cv_fifo_open_async(struct cv_notif *n, int dir, const char *name
     j->flags = flags;
     j->id = n->req->id;
     j->dir = fcntl(dir, F_DUPFD_CLOEXEC, 3);
-    j->listener = fcntl(n->listener, F_DUPFD_CLOEXEC, 3);
+    j->listener = fcntl(n->g.listener, F_DUPFD_CLOEXEC, 3);
     /* Remember it for the end of the run (see above). */
     pthread_mutex_lock(&r->fifo_lock);
     struct cv_fifo_wait *w = realloc(r->fifo_waits, (r->nfifo + 1) * sizeof *w);

@@ -6,6 +6,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "guest/guest.h"
+#include "overlay/vfs.h"
 #include "supervisor/run.h"
 
 enum cv_reply_kind {
@@ -24,27 +26,42 @@ struct cv_reply {
 struct cv_notif {
     struct cv_run *run;
     const struct seccomp_notif *req;
-    int listener;
-    pid_t tid;
-    pid_t tgid; /* 0 until cv_notif_tgid() */
+    struct cv_guest g;   /* the calling thread, reached only through guest/guest.h */
+    struct cv_vctx ctx;  /* how the overlay resolves this guest's paths */
 };
+
+/* Fill n for a notification just received. */
+void cv_notif_init(struct cv_notif *n, struct cv_run *r, const struct seccomp_notif *req);
 
 static inline struct cv_reply cv_err(int e) { return (struct cv_reply){CV_REPLY_ERRNO, e, 0}; }
 static inline struct cv_reply cv_val(int64_t v) { return (struct cv_reply){CV_REPLY_VALUE, 0, v}; }
 static inline struct cv_reply cv_continue(void) { return (struct cv_reply){CV_REPLY_CONTINUE, 0, 0}; }
 
-/* The notification is still pending (the thread did not die, its tid not reused). */
-int cv_notif_valid(const struct cv_notif *n);
-pid_t cv_notif_tgid(struct cv_notif *n);
-/* Read a path argument; then checks validity. 0 or -errno. */
-int cv_notif_path(struct cv_notif *n, uint64_t addr, char *buf, size_t len);
 /* Install fd in the guest (ADDFD), close the supervisor's copy, and reply with its number: the
  * guest's close() is then the last one. Consumes fd. */
 struct cv_reply cv_notif_inject(struct cv_notif *n, int fd, int cloexec);
-/* A duplicate of the guest's fd (shares the open file description). -errno on failure. */
-int cv_notif_dup_fd(struct cv_notif *n, int guest_fd);
 
 struct cv_reply cv_dispatch(struct cv_notif *n);
+
+typedef struct cv_reply (*cv_handler_fn)(struct cv_notif *n);
+/* The function of a handler family (enum cv_handler in filter/table.h), or NULL. */
+cv_handler_fn cv_handler_of(int handler);
+
+/* Open path for the guest as open(2) would (handlers/open.c): also for a path of our own, such
+ * as the target of a /proc magic link, read once. */
+struct cv_reply cv_open_path(struct cv_notif *n, int dirfd, const char *path, int flags, mode_t mode);
+
+/* The guest's /proc (handlers/proc.c). A /proc/<pid> path the guest may see at all (its own
+ * processes and the init): 1 or 0. */
+int cv_proc_visible(struct cv_notif *n, pid_t pid);
+/* May it use this /proc path (write: for writing)? 0, -ENOENT (no such process for it),
+ * -EACCES (the init's private parts), -EROFS (host-wide files written). */
+int cv_proc_access(struct cv_notif *n, const struct cv_resolved *res, int write);
+/* A pidfd pinning pid for the answer (-1: none needed, the guest's own process; -ENOENT: gone
+ * or not visible). */
+int cv_proc_pin(struct cv_notif *n, pid_t pid);
+/* open(2) of a /proc path. */
+struct cv_reply cv_proc_open(struct cv_notif *n, const struct cv_resolved *res, int flags, mode_t mode);
 
 struct cv_reply cv_h_open(struct cv_notif *n);
 struct cv_reply cv_h_exec(struct cv_notif *n);
@@ -56,15 +73,24 @@ struct cv_reply cv_h_identity(struct cv_notif *n);
 struct cv_reply cv_h_stat(struct cv_notif *n);
 struct cv_reply cv_h_dirent(struct cv_notif *n);
 struct cv_reply cv_h_cwd(struct cv_notif *n);
+struct cv_reply cv_h_ioctl(struct cv_notif *n);
+struct cv_reply cv_h_lock(struct cv_notif *n);
 
 /* The guest process's remembered working directory (a virtual path the kernel's cwd cannot
  * hold), inherited by children forked after it was set: 1 and out filled, or 0. */
-int cv_cwd_override(struct cv_notif *n, char *out, size_t len, int *fd /* the directory (O_PATH), or NULL */);
+int cv_cwd_override(struct cv_run *r, struct cv_guest *g, char *out, size_t len,
+                    int *fd /* the directory (O_PATH), or NULL */);
 
 /* A process's parent and start time (/proc/<pid>/stat). 0 or -1. */
 int cv_proc_stat(pid_t pid, pid_t *ppid, unsigned long long *start);
 /* The virtual path of the upper executable process pid runs (its /proc/<pid>/exe), or NULL. */
 const char *cv_exe_of(struct cv_run *r, pid_t pid);
+
+/* Run fn(arg, ending) on a thread of its own, which answers the notification with what fn
+ * returns (a value, or -errno): for calls that may block. ending becomes readable when the run
+ * ends; fn must then give up. free_arg(arg) runs after (also when the thread cannot start). */
+struct cv_reply cv_async(struct cv_notif *n, long (*fn)(void *arg, int ending), void *arg,
+                         void (*free_arg)(void *arg));
 
 /* Open the FIFO dir/name on a thread of its own (a blocking open waits for the other end);
  * the thread answers the notification. */
@@ -75,15 +101,18 @@ void cv_fifo_release_all(struct cv_run *r);
 /* readlink of the relay's magic path: 1 and *out set when handled. */
 int cv_relay_request(struct cv_notif *n, const char *path, uint64_t buf, size_t size, struct cv_reply *out);
 
-/* The guest's umask (new files and directories are made by the supervisor). */
-mode_t cv_notif_umask(struct cv_notif *n);
-/* Write a result struct into the guest. 0 or -EFAULT. */
-int cv_notif_write(struct cv_notif *n, uint64_t addr, const void *buf, size_t len);
 
 /* The guest's hostname: the sandbox's name, or "cvisor". */
 const char *cv_run_hostname(const struct cv_run *r);
 
 /* A device the guest may write: null, zero, full, tty, ptmx, or its own terminal. */
 int cv_writable_device(const struct cv_run *r, dev_t rdev);
+/* A device the guest may open at all: those, random and urandom. Other host devices (disks,
+ * other users' terminals, input devices, the kernel log) stay out of its reach. */
+int cv_readable_device(const struct cv_run *r, dev_t rdev);
+/* fd (the supervisor's copy of a guest's) is a host object: a file or directory of the host or
+ * of a snapshot layer, or a device the guest may not write. 0 for the sandbox's own files,
+ * pipes, sockets, memfds and other anonymous inodes, the guest's terminal. */
+int cv_fd_of_host(const struct cv_run *r, int fd);
 
 #endif

@@ -4,7 +4,6 @@
 #include <string.h>
 #include <sys/utsname.h>
 
-#include "guest/mem.h"
 #include "handlers.h"
 
 const char *cv_run_hostname(const struct cv_run *r) { return r->hostname ? r->hostname : "cvisor"; }
@@ -14,6 +13,7 @@ struct cv_reply cv_h_identity(struct cv_notif *n) {
     if (uname(&u) < 0) return cv_err(errno);
     memset(u.nodename, 0, sizeof u.nodename);
     strncpy(u.nodename, cv_run_hostname(n->run), sizeof u.nodename - 1);
-    if (cv_guest_write(n->tid, n->req->data.args[0], &u, sizeof u) < 0) return cv_err(EFAULT);
+    int e = cv_guest_write(&n->g, n->req->data.args[0], &u, sizeof u);
+    if (e < 0) return cv_err(-e);
     return cv_val(0);
 }

@@ -18,7 +18,6 @@
 #include <unistd.h>
 
 #include "common/util.h"
-#include "guest/mem.h"
 #include "handlers.h"
 #include "overlay/layers.h"
 #include "overlay/resolve.h"
@@ -44,11 +43,11 @@ static int read_times(struct cv_notif *n, struct meta_op *op, uint64_t addr, int
     if (!addr) return 0;
     op->has_times = 1;
     if (kind == 0) { /* struct timespec[2] */
-        return cv_guest_read(n->tid, addr, op->ts, sizeof op->ts);
+        return cv_guest_read(&n->g, addr, op->ts, sizeof op->ts);
     }
     if (kind == 1) { /* struct timeval[2] */
         struct timeval tv[2];
-        if (cv_guest_read(n->tid, addr, tv, sizeof tv) < 0) return -EFAULT;
+        if (cv_guest_read(&n->g, addr, tv, sizeof tv) < 0) return -EFAULT;
         for (int i = 0; i < 2; i++) {
             if (tv[i].tv_usec < 0 || tv[i].tv_usec >= 1000000) return -EINVAL;
             op->ts[i].tv_sec = tv[i].tv_sec;
@@ -57,7 +56,7 @@ static int read_times(struct cv_notif *n, struct meta_op *op, uint64_t addr, int
         return 0;
     }
     struct utimbuf ub; /* utime() */
-    if (cv_guest_read(n->tid, addr, &ub, sizeof ub) < 0) return -EFAULT;
+    if (cv_guest_read(&n->g, addr, &ub, sizeof ub) < 0) return -EFAULT;
     op->ts[0] = (struct timespec){ub.actime, 0};
     op->ts[1] = (struct timespec){ub.modtime, 0};
     return 0;
@@ -126,22 +125,30 @@ static int on_node(struct cv_notif *n, struct cv_vnode *v, const struct meta_op 
     return apply(op, fd);
 }
 
+/* The file behind the guest's fd gfd, fetched once: the copy is what is decided on and changed.
+ * A file of the sandbox, a pipe, a socket, a memfd: changed as the kernel would. A host (or
+ * snapshot layer) file: its copy in the upper, made now if the view still shows that very file,
+ * or the copy made since. */
 static struct cv_reply on_fd(struct cv_notif *n, int gfd, const struct meta_op *op) {
-    char link[64], real[PATH_MAX], vpath[PATH_MAX];
-    snprintf(link, sizeof link, "/proc/%d/fd/%d", (int)n->tid, gfd);
-    if (cv_readlink(link, real, sizeof real) < 0) return cv_err(EBADF);
-    int host = real[0] == '/' && strncmp(real, "/memfd:", 7) && !(n->run->upper && !strncmp(real, n->run->upper, strlen(n->run->upper)));
-    if (!host) {
-        /* Not a host file: an upper file, a pipe, a socket, a memfd: change it as the kernel would. */
-        cv_autoclose int dup = cv_notif_dup_fd(n, gfd);
-        if (dup < 0) return cv_err(-dup);
-        int e = apply(op, dup);
+    int got = cv_guest_fd(&n->g, gfd);
+    if (got < 0) return cv_err(got == -ESRCH ? ESRCH : EBADF);
+    cv_autoclose int s = got;
+    char self[64], real[PATH_MAX], vpath[PATH_MAX];
+    snprintf(self, sizeof self, "/proc/self/fd/%d", s);
+    if (cv_readlink(self, real, sizeof real) < 0) return cv_err(EBADF);
+    int on_path = real[0] == '/' && strncmp(real, "/memfd:", 7);
+    if (!on_path || cv_vfs_in_upper(n->run, real)) {
+        int e = apply(op, s);
         return e < 0 ? cv_err(-e) : cv_val(0);
     }
-    if (cv_virtual_of_real(n->run, real, vpath, sizeof vpath) < 0) return cv_err(EROFS);
+    struct stat held;
+    if (fstat(s, &held) < 0 || cv_virtual_of_real(n->run, real, vpath, sizeof vpath) < 0) return cv_err(EROFS);
     struct cv_vnode v;
-    int e = cv_vresolve(n, AT_FDCWD, vpath, 0, &v);
+    int e = cv_vresolve(&n->ctx, AT_FDCWD, vpath, 0, &v);
     if (e == 0 && (!v.exists || v.in_proc)) e = -EROFS; /* deleted in the view, or not ours to change */
+    else if (e == 0 && v.layer == CV_LOWER && (v.st.st_dev != held.st_dev || v.st.st_ino != held.st_ino))
+        e = -EROFS; /* the name shows another file now: the one the guest holds is not in the view */
+    else if (e == 0 && !cv_ov_writable(n->run)) e = -EROFS;
     if (e == 0) e = on_node(n, &v, op);
     cv_vnode_release(&v); /* safe after any cv_vresolve: it holds nothing on failure */
     return e < 0 ? cv_err(-e) : cv_val(0);
@@ -177,7 +184,7 @@ struct cv_reply cv_h_meta(struct cv_notif *n) {
     if (nr == __NR_truncate && op.length < 0) return cv_err(EINVAL);
     if (nr == __NR_setxattr || nr == __NR_lsetxattr || nr == __NR_fsetxattr || nr == __NR_removexattr ||
         nr == __NR_lremovexattr || nr == __NR_fremovexattr) {
-        e = cv_notif_path(n, a[1], op.name, sizeof op.name);
+        e = cv_guest_path(&n->g, a[1], op.name, sizeof op.name);
         if (e < 0) return cv_err(e == -ENAMETOOLONG ? ERANGE : -e);
         /* trusted., security., system. (ACLs): unsupported here, so tools fall back to chmod */
         if (strncmp(op.name, "user.", 5)) return cv_err(EOPNOTSUPP);
@@ -187,7 +194,7 @@ struct cv_reply cv_h_meta(struct cv_notif *n) {
             if (op.size > XATTR_SIZE_MAX) return cv_err(E2BIG);
             op.value = malloc(op.size ? op.size : 1);
             if (!op.value) return cv_err(ENOMEM);
-            if (op.size && cv_guest_read(n->tid, a[2], op.value, op.size) < 0) {
+            if (op.size && cv_guest_read(&n->g, a[2], op.value, op.size) < 0) {
                 free(op.value);
                 return cv_err(EFAULT);
             }
@@ -197,7 +204,7 @@ struct cv_reply cv_h_meta(struct cv_notif *n) {
     if (at_flags & AT_SYMLINK_NOFOLLOW) follow = 0;
     char path[PATH_MAX] = "";
     if (fd_call < 0 && addr) {
-        e = cv_notif_path(n, addr, path, sizeof path);
+        e = cv_guest_path(&n->g, addr, path, sizeof path);
         if (e < 0) {
             free(op.value);
             return cv_err(-e);
@@ -218,17 +225,16 @@ struct cv_reply cv_h_meta(struct cv_notif *n) {
         return out;
     }
     struct cv_vnode v;
-    e = cv_vresolve(n, dirfd, path, follow ? CV_RES_FOLLOW : 0, &v);
+    e = cv_vresolve(&n->ctx, dirfd, path, follow ? CV_RES_FOLLOW : 0, &v);
     if (e == 0) {
         if (!v.exists) e = -ENOENT;
-        else if (v.in_proc && v.proc.magic_fd >= 0 && v.proc.proc_pid == cv_notif_tgid(n)) {
+        else if (v.in_proc && v.proc.magic_fd >= 0 && v.proc.proc_pid == cv_guest_tgid(&n->g)) {
             /* /proc/self/fd/N: the file behind the guest's own fd (glibc's fchmodat(AT_SYMLINK_NOFOLLOW)). */
             cv_vnode_release(&v);
             out = on_fd(n, v.proc.magic_fd, &op);
             free(op.value);
             return out;
-        } else if (v.in_proc) e = v.proc.proc_pid && v.proc.proc_pid != cv_notif_tgid(n) &&
-                                        !cv_tree_is_member(n->run, v.proc.proc_pid) ? -ENOENT : -EPERM;
+        } else if (v.in_proc) e = cv_proc_access(n, &v.proc, 0) == -ENOENT ? -ENOENT : -EPERM;
         else if (nr == __NR_truncate && S_ISDIR(v.st.st_mode)) e = -EISDIR;
         else if (!cv_ov_writable(n->run)) e = -EROFS;
         else e = on_node(n, &v, &op);

@@ -60,9 +60,9 @@ static int merged_empty(struct cv_run *r, const struct cv_vnode *v) {
 /* Resolve the name a call creates; 0 with v and the upper parent (dir), or -errno. */
 static int prepare_new(struct cv_notif *n, int dirfd, uint64_t addr, struct cv_vnode *v, int *dir) {
     char path[PATH_MAX];
-    int e = cv_notif_path(n, addr, path, sizeof path);
+    int e = cv_guest_path(&n->g, addr, path, sizeof path);
     if (e < 0) return e;
-    e = cv_vresolve(n, dirfd, path, CV_RES_PARENT, v);
+    e = cv_vresolve(&n->ctx, dirfd, path, CV_RES_PARENT, v);
     if (e < 0) return e;
     if (v->exists) e = -EEXIST;
     else if (v->in_proc) e = -ENOENT;
@@ -92,7 +92,7 @@ static struct cv_reply do_mkdir(struct cv_notif *n, int dirfd, uint64_t addr, mo
         /* Where a host directory was deleted, the new one must not show its old entries. */
         if (t >= 0 && lower_has(&v)) cv_ov_set_opaque(t);
         if (t >= 0) {
-            fchmod(t, mode & 07777 & ~cv_notif_umask(n));
+            fchmod(t, mode & 07777 & ~cv_guest_umask(&n->g));
             close(t);
         }
         if (renameat2(r->work_fd, tmp, dir, v.name, RENAME_NOREPLACE) < 0) {
@@ -115,7 +115,7 @@ static struct cv_reply do_mknod(struct cv_notif *n, int dirfd, uint64_t addr, mo
     int dir;
     int e = prepare_new(n, dirfd, addr, &v, &dir);
     if (e < 0) return cv_err(-e);
-    mode_t perm = mode & 07777 & ~cv_notif_umask(n);
+    mode_t perm = mode & 07777 & ~cv_guest_umask(&n->g);
     if (mknodat(dir, v.name, (type ? type : S_IFREG) | 0600, 0) < 0) e = -errno;
     else {
         /* Never through a symlink: another run of this sandbox may have replaced the name meanwhile. */
@@ -129,7 +129,7 @@ static struct cv_reply do_mknod(struct cv_notif *n, int dirfd, uint64_t addr, mo
 
 static struct cv_reply do_symlink(struct cv_notif *n, uint64_t target_addr, int dirfd, uint64_t addr) {
     char target[PATH_MAX];
-    int e = cv_notif_path(n, target_addr, target, sizeof target);
+    int e = cv_guest_path(&n->g, target_addr, target, sizeof target);
     if (e < 0) return cv_err(-e);
     if (!*target) return cv_err(ENOENT);
     struct cv_vnode v;
@@ -160,11 +160,11 @@ static int bring_up(struct cv_notif *n, const struct cv_vnode *v, int *dir) {
 static struct cv_reply do_link(struct cv_notif *n, int odirfd, uint64_t oaddr, int ndirfd, uint64_t naddr, int flags) {
     if (flags & ~(AT_SYMLINK_FOLLOW | AT_EMPTY_PATH)) return cv_err(EINVAL);
     char path[PATH_MAX];
-    int e = cv_notif_path(n, oaddr, path, sizeof path);
+    int e = cv_guest_path(&n->g, oaddr, path, sizeof path);
     if (e < 0) return cv_err(-e);
     struct cv_vnode ov, nv;
     if (!*path && (flags & AT_EMPTY_PATH)) return cv_err(ENOENT); /* flink() needs CAP_DAC_READ_SEARCH */
-    e = cv_vresolve(n, odirfd, path, (flags & AT_SYMLINK_FOLLOW) ? CV_RES_FOLLOW : 0, &ov);
+    e = cv_vresolve(&n->ctx, odirfd, path, (flags & AT_SYMLINK_FOLLOW) ? CV_RES_FOLLOW : 0, &ov);
     if (e < 0) return cv_err(-e);
     if (!ov.exists) {
         cv_vnode_release(&ov);
@@ -177,25 +177,29 @@ static struct cv_reply do_link(struct cv_notif *n, int odirfd, uint64_t oaddr, i
         return cv_err(-e);
     }
     if (ov.in_proc) {
-        /* A file named through /proc/self/fd/N: an O_TMPFILE (or any file) of this sandbox's upper
-         * is linked as it is; a host file is linked as the guest sees it (copied up first) —
-         * a host file must never get a second name in the upper, or writes would reach it. */
-        char real[PATH_MAX], vp[PATH_MAX];
-        const char *up = n->run->upper;
-        int ours = ov.proc.magic_fd >= 0 && cv_readlink(ov.proc.path, real, sizeof real) > 0 && up &&
-                   !strncmp(real, up, strlen(up)) && real[strlen(up)] == '/';
-        if (ours) {
-            cv_autoclose int fd = cv_notif_dup_fd(n, ov.proc.magic_fd);
-            char self[64];
-            snprintf(self, sizeof self, "/proc/self/fd/%d", fd);
-            if (fd < 0) e = -EBADF;
-            else if (linkat(AT_FDCWD, self, ndir, nv.name, AT_SYMLINK_FOLLOW) < 0) e = errno == ENOENT ? -ENOENT : -EXDEV;
-        } else if (ov.proc.magic_fd < 0 || cv_virtual_of_real(n->run, real, vp, sizeof vp) < 0) {
+        /* A file named through /proc/self/fd/N, fetched once: a file of this sandbox's upper (an
+         * O_TMPFILE too) is linked as it is; a host file as the guest sees it (copied up first),
+         * and only while the view still shows that very file — a host file must never get a
+         * second name in the upper, or writes would reach it. */
+        int got = ov.proc.magic_fd >= 0 && ov.proc.proc_pid == cv_guest_tgid(&n->g)
+                      ? cv_guest_fd(&n->g, ov.proc.magic_fd)
+                      : -EXDEV;
+        cv_autoclose int s = got;
+        char self[64], real[PATH_MAX], vp[PATH_MAX];
+        snprintf(self, sizeof self, "/proc/self/fd/%d", s);
+        struct stat held;
+        if (got < 0) e = got == -EBADF ? -ENOENT : -EXDEV;
+        else if (cv_readlink(self, real, sizeof real) < 0 || fstat(s, &held) < 0) e = -EXDEV;
+        else if (cv_vfs_in_upper(n->run, real)) {
+            if (linkat(AT_FDCWD, self, ndir, nv.name, AT_SYMLINK_FOLLOW) < 0) e = errno == ENOENT ? -ENOENT : -EXDEV;
+        } else if (real[0] != '/' || cv_virtual_of_real(n->run, real, vp, sizeof vp) < 0) {
             e = -EXDEV;
         } else {
             struct cv_vnode hv;
-            e = cv_vresolve(n, AT_FDCWD, vp, 0, &hv);
+            e = cv_vresolve(&n->ctx, AT_FDCWD, vp, 0, &hv);
             if (e == 0 && (!hv.exists || hv.in_proc || S_ISDIR(hv.st.st_mode))) e = -EXDEV;
+            else if (e == 0 && hv.layer == CV_LOWER && (hv.st.st_dev != held.st_dev || hv.st.st_ino != held.st_ino))
+                e = -EXDEV;
             int odir = -1;
             if (e == 0) e = bring_up(n, &hv, &odir);
             if (e == 0 && linkat(odir, hv.name, ndir, nv.name, 0) < 0) e = -errno;
@@ -221,13 +225,13 @@ static struct cv_reply do_link(struct cv_notif *n, int odirfd, uint64_t oaddr, i
 
 static struct cv_reply do_remove(struct cv_notif *n, int dirfd, uint64_t addr, int rmdir) {
     char path[PATH_MAX];
-    int e = cv_notif_path(n, addr, path, sizeof path);
+    int e = cv_guest_path(&n->g, addr, path, sizeof path);
     if (e < 0) return cv_err(-e);
     size_t pl = strlen(path);
     while (pl > 1 && path[pl - 1] == '/') pl--;
     if (rmdir && pl >= 1 && path[pl - 1] == '.' && (pl == 1 || path[pl - 2] == '/')) return cv_err(EINVAL);
     struct cv_vnode v;
-    e = cv_vresolve(n, dirfd, path, 0, &v);
+    e = cv_vresolve(&n->ctx, dirfd, path, 0, &v);
     if (e < 0) return cv_err(-e);
     struct cv_run *r = n->run;
     if (!v.exists) e = -ENOENT;
@@ -291,13 +295,13 @@ static struct cv_reply do_rename(struct cv_notif *n, int odirfd, uint64_t oaddr,
         return cv_err(EINVAL); /* RENAME_WHITEOUT: not emulated */
     struct cv_run *r = n->run;
     char opath[PATH_MAX], npath[PATH_MAX];
-    int e = cv_notif_path(n, oaddr, opath, sizeof opath);
-    if (e == 0) e = cv_notif_path(n, naddr, npath, sizeof npath);
+    int e = cv_guest_path(&n->g, oaddr, opath, sizeof opath);
+    if (e == 0) e = cv_guest_path(&n->g, naddr, npath, sizeof npath);
     if (e < 0) return cv_err(-e);
     struct cv_vnode ov, nv;
-    e = cv_vresolve(n, odirfd, opath, 0, &ov);
+    e = cv_vresolve(&n->ctx, odirfd, opath, 0, &ov);
     if (e < 0) return cv_err(-e);
-    e = cv_vresolve(n, ndirfd, npath, CV_RES_PARENT, &nv);
+    e = cv_vresolve(&n->ctx, ndirfd, npath, CV_RES_PARENT, &nv);
     if (e < 0) {
         cv_vnode_release(&ov);
         return cv_err(-e);

@@ -1,43 +1,25 @@
-/* Helpers every handler uses: validity, guest paths, fd injection and dups. */
+/* What every handler shares: the notification's context, fd injection, writable devices. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
-#include <sys/syscall.h>
+#include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
-#include "common/seccomp_defs.h"
 #include "common/util.h"
-#include "guest/mem.h"
+
 #include "handlers.h"
-#include "common/sysnr.h"
 
-#ifndef PIDFD_THREAD
-#define PIDFD_THREAD O_EXCL
-#endif
-
-int cv_notif_valid(const struct cv_notif *n) {
-    uint64_t id = n->req->id;
-    return ioctl(n->listener, SECCOMP_IOCTL_NOTIF_ID_VALID, &id) == 0;
+static int remembered_cwd(const struct cv_vctx *c, char *out, size_t len, int *fd) {
+    return cv_cwd_override(c->run, c->guest, out, len, fd);
 }
 
-pid_t cv_notif_tgid(struct cv_notif *n) {
-    if (n->tgid) return n->tgid;
-    char path[64], buf[2048];
-    snprintf(path, sizeof path, "/proc/%d/status", (int)n->tid);
-    long t = cv_read_small(path, buf, sizeof buf) > 0 ? cv_proc_field(buf, "Tgid") : -1;
-    n->tgid = t > 0 ? (pid_t)t : n->tid;
-    return n->tgid;
-}
-
-int cv_notif_path(struct cv_notif *n, uint64_t addr, char *buf, size_t len) {
-    ssize_t r = cv_guest_read_str(n->tid, addr, buf, len);
-    if (r < 0) return (int)r;
-    if (!cv_notif_valid(n)) return -ESRCH;
-    return 0;
+void cv_notif_init(struct cv_notif *n, struct cv_run *r, const struct seccomp_notif *req) {
+    n->run = r;
+    n->req = req;
+    cv_guest_init(&n->g, r->listener, req->id, (pid_t)req->pid);
+    n->ctx = (struct cv_vctx){.run = r, .guest = &n->g, .cwd = remembered_cwd};
 }
 
 struct cv_reply cv_notif_inject(struct cv_notif *n, int fd, int cloexec) {
@@ -45,40 +27,9 @@ struct cv_reply cv_notif_inject(struct cv_notif *n, int fd, int cloexec) {
      * then the last one, so close-time effects (inotify IN_CLOSE_WRITE, releasing a lease) happen
      * when the guest closes, not when the supervisor gets to it. The guest thread stays blocked
      * in its syscall until the reply, so no other thread of it can act on the new fd first. */
-    struct seccomp_notif_addfd add = {
-        .id = n->req->id,
-        .srcfd = (uint32_t)fd,
-        .newfd_flags = cloexec ? O_CLOEXEC : 0,
-    };
-    int r = ioctl(n->listener, SECCOMP_IOCTL_NOTIF_ADDFD, &add);
-    int e = errno;
+    int r = cv_guest_addfd(&n->g, fd, cloexec, 0);
     close(fd);
-    if (r < 0) return cv_err(e == ENOENT ? ESRCH : e);
-    return cv_val(r);
-}
-
-int cv_notif_dup_fd(struct cv_notif *n, int guest_fd) {
-    /* A thread pidfd reaches the thread's own fd table (threads made without CLONE_FILES). */
-    int pidfd = (int)syscall(__NR_pidfd_open, n->tid, PIDFD_THREAD);
-    if (pidfd < 0) pidfd = (int)syscall(__NR_pidfd_open, cv_notif_tgid(n), 0);
-    if (pidfd < 0) return -ESRCH;
-    int fd = (int)syscall(__NR_pidfd_getfd, pidfd, guest_fd, 0);
-    int e = errno;
-    close(pidfd);
-    return fd < 0 ? -e : fd;
-}
-
-mode_t cv_notif_umask(struct cv_notif *n) {
-    char path[64], buf[2048];
-    snprintf(path, sizeof path, "/proc/%d/status", (int)n->tid);
-    if (cv_read_small(path, buf, sizeof buf) <= 0) return 022;
-    const char *u = strstr(buf, "Umask:");
-    return u ? (mode_t)strtol(u + 6, NULL, 8) & 0777 : 022;
-}
-
-int cv_notif_write(struct cv_notif *n, uint64_t addr, const void *buf, size_t len) {
-    if (!cv_notif_valid(n)) return -ESRCH;
-    return cv_guest_write(n->tid, addr, buf, len);
+    return r < 0 ? cv_err(-r) : cv_val(r);
 }
 
 int cv_writable_device(const struct cv_run *r, dev_t rdev) {
@@ -88,4 +39,23 @@ int cv_writable_device(const struct cv_run *r, dev_t rdev) {
     for (int i = 0; i < 3; i++)
         if (r->stdio_rdev[i] && r->stdio_rdev[i] == rdev) return 1;
     return 0;
+}
+
+int cv_readable_device(const struct cv_run *r, dev_t rdev) {
+    unsigned ma = major(rdev), mi = minor(rdev);
+    if (ma == 1 && (mi == 8 || mi == 9)) return 1; /* random, urandom */
+    return cv_writable_device(r, rdev);
+}
+
+int cv_fd_of_host(const struct cv_run *r, int fd) {
+    struct stat st;
+    if (fstat(fd, &st) < 0) return 1;
+    if (S_ISBLK(st.st_mode)) return 1;
+    if (S_ISCHR(st.st_mode)) return !cv_writable_device(r, st.st_rdev);
+    if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode) && !S_ISLNK(st.st_mode)) return 0; /* pipes, sockets, ... */
+    char self[64], real[PATH_MAX];
+    snprintf(self, sizeof self, "/proc/self/fd/%d", fd);
+    if (cv_readlink(self, real, sizeof real) < 0) return 1;
+    if (real[0] != '/' || !strncmp(real, "/memfd:", 7)) return 0; /* anonymous inodes, memfds */
+    return !cv_vfs_in_upper(r, real);
 }

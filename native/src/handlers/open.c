@@ -5,15 +5,12 @@
  *  - everything else is opened by the supervisor and injected (ADDFD):
  *    upper files, new files (made in the upper), host files opened for writing
  *    (copied up first), merged directories (the upper twin: getdents merges);
- *  - anything in /proc is opened by the supervisor, after checking that a
- *    /proc/<pid> belongs to this sandbox; a write reopen of the guest's own fd
- *    on a host file goes through copy-up. */
+ *  - anything in /proc goes to handlers/proc.c. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -33,88 +30,8 @@ static int writes(int flags) {
            (flags & O_TMPFILE) == O_TMPFILE;
 }
 
-/* The guest's own fd N: may it be reopened for writing? Yes when it is itself
- * open for writing, or is not a host file (pipe, socket, terminal, device we allow). */
-static int reopen_writable(struct cv_notif *n, const struct cv_resolved *res) {
-    const struct stat *st = &res->st;
-    if (S_ISFIFO(st->st_mode) || S_ISSOCK(st->st_mode)) return 1;
-    if (S_ISCHR(st->st_mode) && cv_writable_device(n->run, st->st_rdev)) return 1;
-    char path[96], buf[512];
-    char *fd_part = strstr(res->path, "/fd/");
-    if (!fd_part) return 0;
-    snprintf(path, sizeof path, "%.*s/fdinfo/%d", (int)(fd_part - res->path), res->path, res->magic_fd);
-    if (cv_read_small(path, buf, sizeof buf) <= 0) return 0;
-    const char *f = strstr(buf, "flags:");
-    if (!f) return 0;
-    long flags = strtol(f + 6, NULL, 8);
-    return (flags & O_ACCMODE) != O_RDONLY;
-}
-
 static struct cv_reply inject_checked(struct cv_notif *n, int fd, int flags) {
-    if (!cv_notif_valid(n)) {
-        close(fd);
-        return cv_err(ESRCH);
-    }
-    return cv_notif_inject(n, fd, flags & O_CLOEXEC);
-}
-
-/* /proc/self/fd/N reopened for writing on a host file: the file is copied up and the copy opened. */
-static struct cv_reply reopen_copy_up(struct cv_notif *n, const struct cv_resolved *res, int flags) {
-    char real[PATH_MAX], vpath[PATH_MAX];
-    if (cv_readlink(res->path, real, sizeof real) < 0 || cv_virtual_of_real(n->run, real, vpath, sizeof vpath) < 0)
-        return cv_err(EROFS);
-    struct cv_vnode v;
-    int e = cv_vresolve(n, AT_FDCWD, vpath, 0, &v);
-    if (e < 0 || !v.exists || v.in_proc || !S_ISREG(v.st.st_mode)) {
-        if (e == 0) cv_vnode_release(&v);
-        return cv_err(EROFS);
-    }
-    e = v.layer == CV_LOWER ? cv_ov_copy_up(n->run, &v, !(flags & O_TRUNC)) : 0;
-    cv_vnode_release(&v);
-    if (e < 0) return cv_err(-e);
-    int fd = cv_ov_open_upper(n->run, vpath, flags & ~(O_CREAT | O_EXCL | O_CLOEXEC), 0);
-    if (fd < 0) return cv_err(-fd);
-    return inject_checked(n, fd, flags);
-}
-
-/* /proc/sys/kernel/hostname agrees with uname: a memfd holding the sandbox's name. */
-static struct cv_reply open_hostname(struct cv_notif *n, int flags) {
-    int fd = memfd_create("hostname", MFD_CLOEXEC);
-    if (fd < 0) return cv_err(errno);
-    const char *name = cv_run_hostname(n->run);
-    if (cv_write_full(fd, name, strlen(name)) < 0 || cv_write_full(fd, "\n", 1) < 0 || lseek(fd, 0, SEEK_SET) < 0) {
-        close(fd);
-        return cv_err(EIO);
-    }
-    if (!cv_notif_valid(n)) {
-        close(fd);
-        return cv_err(ESRCH);
-    }
-    return cv_notif_inject(n, fd, flags & O_CLOEXEC);
-}
-
-static struct cv_reply open_proc(struct cv_notif *n, const struct cv_resolved *res, int flags, mode_t mode) {
-    if (!res->proc_pid && !strcmp(res->path, "/proc/sys/kernel/hostname") && !writes(flags))
-        return open_hostname(n, flags);
-    if (res->proc_pid && res->proc_pid != cv_notif_tgid(n) && !cv_tree_is_member(n->run, res->proc_pid) &&
-        res->proc_pid != n->run->init_pid)
-        return cv_err(ENOENT); /* other processes do not exist for the guest */
-    if (!res->proc_pid && res->have_path && strncmp(res->path, "/proc", 5) != 0)
-        return cv_err(EACCES); /* a procfs mounted elsewhere */
-    if (writes(flags)) {
-        if (!res->proc_pid) return cv_err(EROFS); /* /proc/sys and friends change the host */
-        if (res->magic_fd >= 0 && !reopen_writable(n, res)) return reopen_copy_up(n, res, flags);
-        if (res->magic && res->magic_fd < 0 && !S_ISFIFO(res->st.st_mode) && !S_ISSOCK(res->st.st_mode))
-            return cv_err(EROFS); /* cwd, root, exe, map_files: host files */
-    }
-    if (!res->exists && (flags & O_CREAT)) return cv_err(EROFS);
-    /* A pipe or FIFO reopened here must not block the receiver (the other end may
-     * need a notification answered first): open non-blocking, then restore. */
-    int fifo = S_ISFIFO(res->st.st_mode);
-    int fd = open(res->path, (flags & ~O_CLOEXEC) | O_CLOEXEC | O_NOCTTY | (fifo ? O_NONBLOCK : 0), mode);
-    if (fd < 0) return cv_err(errno);
-    if (fifo && !(flags & O_NONBLOCK)) fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
-    if (!cv_notif_valid(n)) {
+    if (!cv_guest_valid(&n->g)) {
         close(fd);
         return cv_err(ESRCH);
     }
@@ -135,7 +52,7 @@ static struct cv_reply create(struct cv_notif *n, const struct cv_vnode *v, int 
     int base = (flags & ~(O_CREAT | O_EXCL | O_CLOEXEC)) | O_CLOEXEC | O_NOFOLLOW;
     int fd = openat(dir, v->name, base | O_CREAT | O_EXCL, 0600);
     if (fd >= 0) {
-        fchmod(fd, mode & 07777 & ~cv_notif_umask(n));
+        fchmod(fd, mode & 07777 & ~cv_guest_umask(&n->g));
         if (r->upper) cv_ov_unwhiteout(dir, v->name);
     } else if (errno == EEXIST && !(flags & O_EXCL)) {
         fd = openat(dir, v->name, base); /* made meanwhile by another run of this sandbox */
@@ -150,7 +67,7 @@ static struct cv_reply open_tmpfile(struct cv_notif *n, const struct cv_vnode *v
     if (!cv_ov_writable(n->run)) return cv_err(EROFS);
     cv_autoclose int dir = cv_ov_upper_dir(n->run, v->vpath);
     if (dir < 0) return cv_err(-dir);
-    int fd = openat(dir, ".", (flags & ~O_CLOEXEC) | O_CLOEXEC, mode & 07777 & ~cv_notif_umask(n));
+    int fd = openat(dir, ".", (flags & ~O_CLOEXEC) | O_CLOEXEC, mode & 07777 & ~cv_guest_umask(&n->g));
     if (fd < 0) return cv_err(errno);
     return inject_checked(n, fd, flags);
 }
@@ -167,7 +84,7 @@ static struct cv_reply open_existing(struct cv_notif *n, const struct cv_vnode *
     int dir = v->psrc;
     const char *name = *v->name ? v->name : ".";
     if (dir < 0) return cv_err(ENOENT);
-    if (S_ISFIFO(v->st.st_mode) && !(flags & (O_NONBLOCK | O_PATH)) && cv_notif_valid(n))
+    if (S_ISFIFO(v->st.st_mode) && !(flags & (O_NONBLOCK | O_PATH)) && cv_guest_valid(&n->g))
         return cv_fifo_open_async(n, dir, name, flags); /* waits for the other end, like the kernel */
     int fd = openat(dir, name, oflags);
     if (fd < 0) return cv_err(errno);
@@ -189,22 +106,27 @@ struct cv_reply cv_h_open(struct cv_notif *n) {
     default:
         path_addr = a[0], flags = (int)a[1], mode = (mode_t)a[2];
     }
-    if (flags & O_PATH) flags &= O_PATH | O_CLOEXEC | O_DIRECTORY | O_NOFOLLOW; /* the rest is ignored */
     char path[PATH_MAX];
-    int r = cv_notif_path(n, path_addr, path, sizeof path);
+    int r = cv_guest_path(&n->g, path_addr, path, sizeof path);
     if (r < 0) return cv_err(-r);
+    return cv_open_path(n, dirfd, path, flags, mode);
+}
+
+struct cv_reply cv_open_path(struct cv_notif *n, int dirfd, const char *path, int flags, mode_t mode) {
+    if (flags & O_PATH) flags &= O_PATH | O_CLOEXEC | O_DIRECTORY | O_NOFOLLOW; /* the rest is ignored */
+    int r;
     int w = writes(flags), creat = flags & O_CREAT, excl = creat && (flags & O_EXCL);
     int tmpfile = (flags & O_TMPFILE) == O_TMPFILE;
     int rflags = ((flags & O_NOFOLLOW) || excl ? 0 : CV_RES_FOLLOW) | (w || creat ? CV_RES_PARENT : 0);
     struct cv_vnode v;
-    r = cv_vresolve(n, dirfd, path, rflags, &v);
+    r = cv_vresolve(&n->ctx, dirfd, path, rflags, &v);
     if (r < 0) return cv_err(-r);
     struct cv_reply out;
     const struct stat *st = &v.st;
     if (creat && (flags & O_DIRECTORY) && !tmpfile) {
         out = cv_err(EINVAL); /* the kernel refuses the pair outright (since 6.4) */
     } else if (v.in_proc) {
-        out = open_proc(n, &v.proc, flags, mode);
+        out = cv_proc_open(n, &v.proc, flags, mode);
     } else if (tmpfile) {
         out = open_tmpfile(n, &v, flags, mode);
     } else if (!v.exists) {
@@ -219,6 +141,11 @@ struct cv_reply cv_h_open(struct cv_notif *n) {
         out = w ? cv_err(EISDIR) : v.touched || v.layer == CV_UPPER ? open_existing(n, &v, flags) : cv_continue();
     } else if (S_ISCHR(st->st_mode) && cv_writable_device(n->run, st->st_rdev)) {
         out = v.touched ? open_existing(n, &v, flags) : cv_continue();
+    } else if ((S_ISCHR(st->st_mode) || S_ISBLK(st->st_mode)) && !(flags & O_PATH) &&
+               !(S_ISCHR(st->st_mode) && cv_readable_device(n->run, st->st_rdev))) {
+        /* disks, other terminals, input devices, the kernel log: not even for reading */
+        cv_run_deny(n->run, n->req->data.nr, v.vpath, "a host device the sandbox does not give");
+        out = cv_err(EACCES);
     } else if (!w) {
         out = v.touched || v.layer == CV_UPPER ? open_existing(n, &v, flags) : cv_continue();
     } else if (v.layer == CV_UPPER) {

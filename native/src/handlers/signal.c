@@ -13,7 +13,7 @@
 #include "handlers.h"
 
 static int member(struct cv_notif *n, pid_t pid) {
-    return pid == cv_notif_tgid(n) || cv_tree_is_member(n->run, pid);
+    return pid == cv_guest_tgid(&n->g) || cv_tree_is_member(n->run, pid);
 }
 
 static int send_sig(pid_t pid, void *arg) { return kill(pid, *(int *)arg); }
@@ -21,15 +21,16 @@ static int send_sig(pid_t pid, void *arg) { return kill(pid, *(int *)arg); }
 /* kill(0|-pgrp|-1, sig): deliver to the members of the group, never beyond. */
 static struct cv_reply group_kill(struct cv_notif *n, pid_t pid, int sig) {
     pid_t pgrp = 0;
-    if (pid == 0) pgrp = getpgid(cv_notif_tgid(n));
+    if (pid == 0) pgrp = getpgid(cv_guest_tgid(&n->g));
     else if (pid < -1) pgrp = -pid;
     int count = cv_tree_each(n->run, pgrp, sig ? send_sig : NULL, &sig);
     return count > 0 ? cv_val(0) : cv_err(ESRCH);
 }
 
-static pid_t pidfd_pid(struct cv_notif *n, int fd) {
+/* The process a pidfd of the guest names, from our copy of it. */
+static pid_t pidfd_pid(int fd) {
     char path[64], buf[512];
-    snprintf(path, sizeof path, "/proc/%d/fdinfo/%d", (int)n->tid, fd);
+    snprintf(path, sizeof path, "/proc/self/fdinfo/%d", fd);
     if (cv_read_small(path, buf, sizeof buf) <= 0) return -1;
     return (pid_t)cv_proc_field(buf, "Pid");
 }
@@ -50,10 +51,18 @@ struct cv_reply cv_h_signal(struct cv_notif *n) {
         if ((int)a[0] != (n->req->data.nr == __NR_setpriority ? 0 : 1)) return cv_err(EPERM);
         target = (pid_t)a[1];
         break;
-    case __NR_pidfd_send_signal:
-        target = pidfd_pid(n, (int)a[0]);
-        if (target <= 0) return cv_err(EBADF);
-        break;
+    case __NR_pidfd_send_signal: {
+        /* The pidfd is fetched once; unless the guest's fd table cannot change before the reply,
+         * the signal is sent on that copy (the supervisor shows as the sender). */
+        int stable = cv_guest_fds_stable(&n->g);
+        cv_autoclose int s = cv_guest_fd(&n->g, (int)a[0]);
+        if (s < 0) return cv_err(EBADF);
+        target = pidfd_pid(s);
+        if (target <= 0) return cv_err(target == 0 ? ESRCH : EBADF);
+        if (!member(n, target)) return cv_err(ESRCH);
+        if (stable) return cv_continue();
+        return syscall(__NR_pidfd_send_signal, s, (int)a[1], NULL, 0) < 0 ? cv_err(errno) : cv_val(0);
+    }
     default: /* tkill tgkill rt_sigqueueinfo rt_tgsigqueueinfo prlimit64 sched_set* */
         target = (pid_t)a[0];
     }

@@ -17,7 +17,6 @@
 
 #include "common/relay_proto.h"
 #include "common/util.h"
-#include "guest/mem.h"
 #include "handlers.h"
 #include "overlay/layers.h"
 #include "overlay/vfs.h"
@@ -38,12 +37,6 @@ int cv_vnode_open(const struct cv_vnode *v, int flags) {
     return fd < 0 ? -errno : fd;
 }
 
-/* The guest may not see other processes' /proc entries. */
-static int proc_visible(struct cv_notif *n, const struct cv_vnode *v) {
-    pid_t pid = v->proc.proc_pid;
-    return !pid || pid == cv_notif_tgid(n) || pid == n->run->init_pid || cv_tree_is_member(n->run, pid);
-}
-
 /* Resolve a path the guest gave (already read). For AT_EMPTY_PATH with "", the dirfd itself. */
 static int resolve_text(struct cv_notif *n, int dirfd, const char *path, int flags, int empty_ok, struct cv_vnode *v,
                         int *fd_only) {
@@ -52,11 +45,11 @@ static int resolve_text(struct cv_notif *n, int dirfd, const char *path, int fla
         *fd_only = 1;
         return 0;
     }
-    int e = cv_vresolve(n, dirfd, path, flags, v);
+    int e = cv_vresolve(&n->ctx, dirfd, path, flags, v);
     if (e < 0) return e;
-    if (v->in_proc && !proc_visible(n, v)) {
+    if (v->in_proc && (e = cv_proc_access(n, &v->proc, 0)) < 0) {
         cv_vnode_release(v);
-        return -ENOENT;
+        return e;
     }
     if (!v->exists) {
         cv_vnode_release(v);
@@ -69,14 +62,15 @@ static int resolve_text(struct cv_notif *n, int dirfd, const char *path, int fla
 static int resolve_arg(struct cv_notif *n, int dirfd, uint64_t addr, int flags, int empty_ok, struct cv_vnode *v,
                        int *fd_only) {
     char path[PATH_MAX];
-    int e = cv_notif_path(n, addr, path, sizeof path);
+    int e = cv_guest_path(&n->g, addr, path, sizeof path);
     *fd_only = 0;
     if (e < 0) return e;
     return resolve_text(n, dirfd, path, flags, empty_ok, v, fd_only);
 }
 
 static struct cv_reply reply_write(struct cv_notif *n, uint64_t addr, const void *buf, size_t len, int64_t val) {
-    return cv_notif_write(n, addr, buf, len) < 0 ? cv_err(EFAULT) : cv_val(val);
+    int e = cv_guest_write(&n->g, addr, buf, len);
+    return e < 0 ? cv_err(-e) : cv_val(val);
 }
 
 static struct cv_reply do_stat(struct cv_notif *n, int dirfd, uint64_t path, uint64_t buf, int flags) {
@@ -87,7 +81,7 @@ static struct cv_reply do_stat(struct cv_notif *n, int dirfd, uint64_t path, uin
     if (e < 0) return cv_err(-e);
     struct stat st;
     if (fd_only) {
-        cv_autoclose int fd = cv_notif_dup_fd(n, dirfd);
+        cv_autoclose int fd = cv_guest_fd(&n->g, dirfd);
         if (fd < 0) return cv_err(EBADF);
         if (fstat(fd, &st) < 0) return cv_err(errno);
     } else {
@@ -107,7 +101,7 @@ static struct cv_reply do_statx(struct cv_notif *n) {
     int e = resolve_arg(n, (int)a[0], a[1], (flags & AT_SYMLINK_NOFOLLOW) ? 0 : CV_RES_FOLLOW, flags & AT_EMPTY_PATH,
                         &v, &fd_only);
     if (e < 0) return cv_err(-e);
-    cv_autoclose int fd = fd_only ? cv_notif_dup_fd(n, (int)a[0]) : cv_vnode_open(&v, 0);
+    cv_autoclose int fd = fd_only ? cv_guest_fd(&n->g, (int)a[0]) : cv_vnode_open(&v, 0);
     if (!fd_only) cv_vnode_release(&v);
     if (fd < 0) return cv_err(fd_only ? EBADF : -fd);
     struct statx stx;
@@ -123,7 +117,7 @@ static struct cv_reply do_access(struct cv_notif *n, int dirfd, uint64_t path, i
     int e = resolve_arg(n, dirfd, path, (flags & AT_SYMLINK_NOFOLLOW) ? 0 : CV_RES_FOLLOW, flags & AT_EMPTY_PATH, &v,
                         &fd_only);
     if (e < 0) return cv_err(-e);
-    cv_autoclose int fd = fd_only ? cv_notif_dup_fd(n, dirfd) : cv_vnode_open(&v, 0);
+    cv_autoclose int fd = fd_only ? cv_guest_fd(&n->g, dirfd) : cv_vnode_open(&v, 0);
     if (!fd_only) cv_vnode_release(&v);
     if (fd < 0) return cv_err(fd_only ? EBADF : -fd);
     char self[64];
@@ -140,7 +134,7 @@ static struct cv_reply do_access(struct cv_notif *n, int dirfd, uint64_t path, i
 static struct cv_reply do_readlink(struct cv_notif *n, int dirfd, uint64_t path, uint64_t buf, int64_t size) {
     if (size <= 0) return cv_err(EINVAL);
     char text[PATH_MAX];
-    int e = cv_notif_path(n, path, text, sizeof text);
+    int e = cv_guest_path(&n->g, path, text, sizeof text);
     if (e < 0) return cv_err(-e);
     struct cv_reply relay;
     if (dirfd == AT_FDCWD && !strcmp(text, CV_RELAY_MAGIC) && cv_relay_request(n, text, buf, (size_t)size, &relay))
@@ -153,21 +147,26 @@ static struct cv_reply do_readlink(struct cv_notif *n, int dirfd, uint64_t path,
     ssize_t len;
     if (fd_only) return cv_err(ENOENT);
     if (v.in_proc) {
+        cv_autoclose int pin = cv_proc_pin(n, v.proc.proc_pid);
         len = cv_readlink(v.proc.path, target, sizeof target);
+        int gone = v.proc.proc_pid && pin == -ENOENT;
         cv_vnode_release(&v);
+        if (gone || (pin >= 0 && !cv_task_alive(pin))) return cv_err(ENOENT);
         if (len < 0) return cv_err((int)-len);
-        /* cwd, exe, fd/N name real paths: the guest sees its virtual ones. */
+        /* cwd, exe, fd/N name real paths: the guest sees its virtual ones, and no hidden one. */
         if (target[0] == '/') {
             const char *p = v.proc.path;
             size_t pl = strlen(p);
             const char *exe = pl > 4 && !strcmp(p + pl - 4, "/exe") ? cv_exe_of(n->run, v.proc.proc_pid) : NULL;
-            if (pl > 4 && !strcmp(p + pl - 4, "/cwd") && v.proc.proc_pid == cv_notif_tgid(n) &&
-                cv_cwd_override(n, mapped, sizeof mapped, NULL))
+            if (pl > 4 && !strcmp(p + pl - 4, "/cwd") && v.proc.proc_pid == cv_guest_tgid(&n->g) &&
+                cv_cwd_override(n->run, &n->g, mapped, sizeof mapped, NULL))
                 snprintf(target, sizeof target, "%s", mapped);
             else if (exe)
                 snprintf(target, sizeof target, "%s", exe);
             else if (cv_virtual_of_real(n->run, target, mapped, sizeof mapped) == 0)
                 snprintf(target, sizeof target, "%s", mapped);
+            else if (cv_vfs_hidden(n->run, target))
+                return cv_err(ENOENT);
             len = (ssize_t)strlen(target);
         }
     } else {
@@ -212,7 +211,7 @@ static struct cv_reply do_xattr(struct cv_notif *n, int follow, int list) {
     size_t size = (size_t)(list ? a[2] : a[3]);
     if (size > XATTR_SIZE_MAX) size = XATTR_SIZE_MAX;
     if (!list) {
-        e = cv_notif_path(n, a[1], name, sizeof name);
+        e = cv_guest_path(&n->g, a[1], name, sizeof name);
         if (e < 0) return cv_err(e == -ENAMETOOLONG ? ERANGE : -e);
     }
     char *val = size ? malloc(size) : NULL;
@@ -246,7 +245,7 @@ static struct cv_reply do_inotify(struct cv_notif *n) {
     cv_vnode_release(&v);
     if (fd < 0) return cv_err(-fd);
     cv_autoclose int obj = fd;
-    cv_autoclose int ino = cv_notif_dup_fd(n, (int)a[0]);
+    cv_autoclose int ino = cv_guest_fd(&n->g, (int)a[0]);
     if (ino < 0) return cv_err(EBADF);
     char self[64];
     snprintf(self, sizeof self, "/proc/self/fd/%d", obj);

@@ -23,6 +23,7 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <termios.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/landlock.h"
@@ -96,9 +97,34 @@ static const char *resolve_cmd(const char *cmd, char *buf, size_t len) {
     return cmd;
 }
 
+/* The supervisor died (its thread that spawned us exited): the sandbox goes with it. */
+static volatile sig_atomic_t orphaned;
+static void on_parent_death(int sig) {
+    (void)sig;
+    orphaned = 1;
+}
+
+/* Kill every process of the sandbox. The init's signal scope (Landlock, ABI >= 6) confines
+ * kill(-1) to its own domain and the ones below it: the guests, setsid daemons included, and
+ * nothing else of the user's. Without scopes the kill family goes to the supervisor, which is
+ * gone; then only the main guest's own parent-death signal takes it down. */
+static _Noreturn void end_sandbox(int scoped) {
+    for (int round = 0; scoped && round < 1000; round++) {
+        int left = kill(-1, SIGKILL) == 0;
+        while (waitpid(-1, NULL, WNOHANG) > 0) {
+        }
+        if (!left) break;
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+    _exit(137);
+}
+
 static _Noreturn void run_guest(const char *file, char **argv, int abi) {
     set_job_signals(SIG_DFL);
+    signal(SIGUSR1, SIG_DFL);
     prctl(PR_SET_PDEATHSIG, SIGKILL); /* if the init is killed, the main guest goes with it */
+    prctl(PR_SET_DUMPABLE, 1, 0, 0, 0); /* the init is not (below); the supervisor reads guests */
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
@@ -149,8 +175,11 @@ static int init_main(int argc, char **argv) {
     if (i >= argc) setup_failed(CV_ERR_INVALID, EINVAL, "cvisor-helper: no command");
     char **guest_argv = argv + i;
 
-    /* Die with the supervisor's spawner thread; refuse to run orphaned. */
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    /* End the sandbox with the supervisor's spawner thread (end_sandbox); refuse to run orphaned. */
+    struct sigaction sa = {.sa_handler = on_parent_death};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGUSR1, &sa, NULL); /* no SA_RESTART: wait4 below returns EINTR */
+    prctl(PR_SET_PDEATHSIG, SIGUSR1);
     if (ppid > 0 && getppid() != ppid) _exit(125);
     fcntl(CV_HELPER_STATUS_FD, F_SETFD, FD_CLOEXEC);
     fcntl(CV_HELPER_GO_FD, F_SETFD, FD_CLOEXEC);
@@ -187,6 +216,9 @@ static int init_main(int argc, char **argv) {
     if (ruleset < 0) setup_failed(CV_ERR_LANDLOCK, EINVAL, "no Landlock ruleset from the supervisor");
     if (cv_landlock_restrict(ruleset) < 0) setup_failed(CV_ERR_LANDLOCK, errno, what);
     close(ruleset);
+    /* The init's own signal scope: its kill(-1) reaches the sandbox and nothing else. */
+    r = cv_apply_scope_domain(abi);
+    if (r < 0) setup_failed(CV_ERR_LANDLOCK, -r, "landlock scope domain");
     /* With --host-view the sandbox shows the host minus hidden paths: a PATH entry before the
      * host's first hit has no CMD in the sandbox either, so the walk is done here, before the
      * filter, where a stat is not a round trip to the supervisor. The hit itself is checked
@@ -207,6 +239,10 @@ static int init_main(int argc, char **argv) {
     if (cv_read_full(CV_HELPER_GO_FD, &go, 1) != 1) _exit(125);
     close(listener);
     close(CV_HELPER_GO_FD);
+    /* From here on the init is not the guest's to read or write: its /proc entries (memory, fds,
+     * environment) belong to root and need CAP_SYS_PTRACE, which no guest has. */
+    prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+    if (orphaned || getppid() != ppid) end_sandbox(abi >= 6);
     if (late_cwd && chdir(late_cwd) < 0) setup_failed(CV_ERR_CWD, errno, late_cwd);
     if (host_hit ? !still_runnable(host_hit) : !host_view || late_cwd)
         file = resolve_cmd(guest_argv[0], file_buf, sizeof file_buf);
@@ -219,6 +255,7 @@ static int init_main(int argc, char **argv) {
         int status;
         struct rusage ru;
         pid_t p = wait4(-1, &status, 0, &ru);
+        if (orphaned) end_sandbox(abi >= 6);
         if (p < 0) {
             if (errno == EINTR) continue;
             break; /* ECHILD: the tree is empty */

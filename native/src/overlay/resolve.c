@@ -12,32 +12,34 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "common/util.h"
 #include "common/sysnr.h"
+#include "common/util.h"
+#include "guest/guest.h"
 
 static int is_procfs_fd(int fd) {
     struct statfs sf;
     return fstatfs(fd, &sf) == 0 && sf.f_type == PROC_SUPER_MAGIC;
 }
 
-/* The directory a relative path starts from, as the guest sees it. */
-static int start_fd(struct cv_notif *n, int dirfd) {
-    char p[64];
-    if (dirfd == AT_FDCWD) snprintf(p, sizeof p, "/proc/%d/cwd", (int)n->tid);
-    else snprintf(p, sizeof p, "/proc/%d/fd/%d", (int)n->tid, dirfd);
+/* The directory a relative path starts from, as the guest sees it: our O_PATH copy of it. */
+static int start_fd(const struct cv_vctx *c, int dirfd) {
+    char what[32];
+    if (dirfd == AT_FDCWD) snprintf(what, sizeof what, "cwd");
+    else snprintf(what, sizeof what, "fd/%d", dirfd);
     /* A dirfd that is not a directory needs no check of its own here: resolving from it
      * fails with ENOTDIR, as in the kernel (and this runs for every relative open). */
-    int fd = open(p, O_PATH | O_CLOEXEC);
+    int fd = cv_guest_open(c->guest, what, O_PATH);
+    if (fd == -ESRCH) return fd;
     if (fd < 0) return dirfd == AT_FDCWD ? -ENOENT : -EBADF;
     return fd;
 }
 
-static int start_text(struct cv_notif *n, int dirfd, char *buf, size_t len) {
-    char p[64];
-    if (dirfd == AT_FDCWD) snprintf(p, sizeof p, "/proc/%d/cwd", (int)n->tid);
-    else snprintf(p, sizeof p, "/proc/%d/fd/%d", (int)n->tid, dirfd);
-    ssize_t r = cv_readlink(p, buf, len);
-    if (r < 0) return dirfd == AT_FDCWD ? -ENOENT : -EBADF;
+/* The real path of that directory (read from our copy, never from the guest's fd again). */
+static int start_text(int fd, char *buf, size_t len) {
+    char self[64];
+    snprintf(self, sizeof self, "/proc/self/fd/%d", fd);
+    ssize_t r = cv_readlink(self, buf, len);
+    if (r < 0) return (int)r;
     return buf[0] == '/' ? 0 : -ENOTDIR;
 }
 
@@ -79,7 +81,7 @@ static void set_proc(struct cv_resolved *o) {
 }
 
 /* Component walk over the textual path, resolving symlinks ourselves. */
-static int walk(struct cv_notif *n, const char *base, const char *path, int follow,
+static int walk(const struct cv_vctx *c, const char *base, const char *path, int follow,
                 struct cv_resolved *o) {
     char cur[PATH_MAX], rest[PATH_MAX * 2], next[PATH_MAX], target[PATH_MAX];
     int hops = 0;
@@ -107,8 +109,9 @@ static int walk(struct cv_notif *n, const char *base, const char *path, int foll
         int self = !strcmp(next, "/proc/self"), thread_self = !strcmp(next, "/proc/thread-self");
         if ((self || thread_self) && (!last || follow || trailing)) {
             if (++hops > 40) return -ELOOP;
-            if (self) snprintf(next, sizeof next, "/proc/%d", (int)cv_notif_tgid(n));
-            else snprintf(next, sizeof next, "/proc/%d/task/%d", (int)cv_notif_tgid(n), (int)n->tid);
+            pid_t tgid = cv_guest_tgid(c->guest);
+            if (self) snprintf(next, sizeof next, "/proc/%d", (int)tgid);
+            else snprintf(next, sizeof next, "/proc/%d/task/%d", (int)tgid, (int)c->guest->tid);
         }
         struct stat st;
         if (lstat(next, &st) < 0) {
@@ -153,19 +156,20 @@ static int walk(struct cv_notif *n, const char *base, const char *path, int foll
     return 0;
 }
 
-int cv_resolve(struct cv_notif *n, int dirfd, const char *path, int flags, struct cv_resolved *o) {
+int cv_resolve(const struct cv_vctx *c, int dirfd, const char *path, int flags, struct cv_resolved *o) {
     int follow = flags & CV_RES_FOLLOW;
     memset(o, 0, sizeof *o);
     o->magic_fd = -1;
     if (!*path) return -ENOENT;
     cv_autoclose int start = AT_FDCWD;
     if (path[0] != '/') {
-        start = start_fd(n, dirfd);
+        start = start_fd(c, dirfd);
         if (start < 0) return start;
     }
-    /* Fast path: the kernel resolves it with symlinks but no magic links; if
-     * it ends outside procfs the answer is the guest's too. */
-    if (start == AT_FDCWD || !is_procfs_fd(start)) {
+    /* Fast path: the kernel resolves it with symlinks but no magic links; if it ends outside
+     * procfs the answer is the guest's too. Not for absolute /proc paths: /proc/self would be
+     * the supervisor's, and a name missing there may exist for the guest. */
+    if ((start == AT_FDCWD && strncmp(path, "/proc", 5) != 0) || (start != AT_FDCWD && !is_procfs_fd(start))) {
         struct open_how how = {.flags = O_PATH | O_CLOEXEC | (follow ? 0 : O_NOFOLLOW),
                                .resolve = RESOLVE_NO_MAGICLINKS};
         cv_autoclose int fd = (int)syscall(__NR_openat2, start, path, &how, sizeof how);
@@ -182,10 +186,10 @@ int cv_resolve(struct cv_notif *n, int dirfd, const char *path, int flags, struc
     }
     char base[PATH_MAX] = "/";
     if (path[0] != '/') {
-        int r = start_text(n, dirfd, base, sizeof base);
+        int r = start_text(start, base, sizeof base);
         if (r < 0) return r;
     }
-    int r = walk(n, base, path, follow, o);
+    int r = walk(c, base, path, follow, o);
     if (r < 0) return r;
     o->have_path = 1;
     set_proc(o);

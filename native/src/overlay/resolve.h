@@ -7,8 +7,9 @@
 
 #include <limits.h>
 #include <sys/stat.h>
+#include <sys/types.h>
 
-#include "handlers/handlers.h"
+#include "overlay/ctx.h"
 
 struct cv_resolved {
     int exists;          /* the final object exists (else its parent does) */
@@ -28,6 +29,6 @@ struct cv_resolved {
 /* 0, or -errno for a failure before the final component (ENOENT, ENOTDIR,
  * ELOOP, EBADF, ENAMETOOLONG, EACCES). Without CV_RES_PARENT a missing final
  * may also stand for a missing parent. */
-int cv_resolve(struct cv_notif *n, int dirfd, const char *path, int flags, struct cv_resolved *out);
+int cv_resolve(const struct cv_vctx *c, int dirfd, const char *path, int flags, struct cv_resolved *out);
 
 #endif

@@ -12,6 +12,7 @@
 
 #include "common/sysnr.h"
 #include "common/util.h"
+#include "guest/guest.h"
 #include "overlay/layers.h"
 #include "overlay/lowers.h"
 
@@ -72,6 +73,8 @@ static const char *store_root(const struct cv_run *r, const char *real) {
 }
 
 int cv_vfs_in_store(const struct cv_run *r, const char *real) { return store_root(r, real) != NULL; }
+
+int cv_vfs_in_upper(const struct cv_run *r, const char *real) { return r->upper && is_under(real, r->upper); }
 
 int cv_virtual_of_real(const struct cv_run *r, const char *real, char *out, size_t len) {
     if (real[0] != '/') return -ENOENT;
@@ -290,13 +293,14 @@ static int dir_at(struct cv_run *r, const char *vpath, struct wdir *d) {
     return 0;
 }
 
-/* Where a relative path starts: the guest's cwd or dirfd, as a directory of the walk. */
-static int start_dir(struct cv_notif *n, int dirfd, struct wdir *d, int *in_proc, int *touched) {
-    char real[PATH_MAX], link[64];
-    struct cv_run *r = n->run;
+/* Where a relative path starts: the guest's cwd or dirfd, as a directory of the walk. The
+ * directory is fetched once (our O_PATH copy) and both its path and its fd come from that copy. */
+static int start_dir(const struct cv_vctx *c, int dirfd, struct wdir *d, int *in_proc, int *touched) {
+    char real[PATH_MAX], self[64], what[32];
+    struct cv_run *r = c->run;
     if (dirfd == AT_FDCWD) {
-        int held;
-        if (cv_cwd_override(n, real, sizeof real, &held)) {
+        int held = -1;
+        if (c->cwd && c->cwd(c, real, sizeof real, &held)) {
             *touched = 1; /* the kernel's cwd is elsewhere */
             int e = dir_at(r, real, d);
             if (e == -ENOENT || e == -ENOTDIR) {
@@ -309,11 +313,15 @@ static int start_dir(struct cv_notif *n, int dirfd, struct wdir *d, int *in_proc
             if (held >= 0) close(held);
             return e;
         }
-        snprintf(link, sizeof link, "/proc/%d/cwd", (int)n->tid);
+        snprintf(what, sizeof what, "cwd");
     } else {
-        snprintf(link, sizeof link, "/proc/%d/fd/%d", (int)n->tid, dirfd);
+        snprintf(what, sizeof what, "fd/%d", dirfd);
     }
-    if (cv_readlink(link, real, sizeof real) < 0) return dirfd == AT_FDCWD ? -ENOENT : -EBADF;
+    cv_autoclose int fd = cv_guest_open(c->guest, what, O_PATH);
+    if (fd == -ESRCH) return fd;
+    if (fd < 0) return dirfd == AT_FDCWD ? -ENOENT : -EBADF;
+    snprintf(self, sizeof self, "/proc/self/fd/%d", fd);
+    if (cv_readlink(self, real, sizeof real) < 0) return dirfd == AT_FDCWD ? -ENOENT : -EBADF;
     if (real[0] != '/') return -ENOTDIR;
     if (!strcmp(real, "/proc") || !strncmp(real, "/proc/", 6)) {
         *in_proc = 1;
@@ -329,8 +337,9 @@ static int start_dir(struct cv_notif *n, int dirfd, struct wdir *d, int *in_proc
     /* Under read-only layers, a host directory may have twins in them: walk the view. */
     if (r->nlower) return dir_at(r, vpath, d);
     /* A host directory: it shows as itself; its upper twin, if any, holds the changes. */
-    d->low = open(link, O_PATH | O_DIRECTORY | O_CLOEXEC);
-    if (d->low < 0) return errno == ENOTDIR ? -ENOTDIR : -ENOENT;
+    struct stat st;
+    if (fstat(fd, &st) < 0 || !S_ISDIR(st.st_mode)) return -ENOTDIR;
+    d->low = cv_steal_fd(&fd);
     strcpy(d->vpath, vpath);
     d->up = cv_ov_open_upper(r, vpath, O_PATH | O_DIRECTORY, 0);
     if (d->up < 0) d->up = -1;
@@ -371,15 +380,15 @@ static int set_src(struct cv_vnode *v) {
     return 0;
 }
 
-static int proc_handoff(struct cv_notif *n, int dirfd, const char *path, int flags, struct cv_vnode *v) {
+static int proc_handoff(const struct cv_vctx *c, int dirfd, const char *path, int flags, struct cv_vnode *v) {
     v->in_proc = 1;
-    int e = cv_resolve(n, dirfd, path, flags, &v->proc);
+    int e = cv_resolve(c, dirfd, path, flags, &v->proc);
     if (e < 0) return e;
     if (v->proc.have_path && !v->proc.in_proc && !v->proc.magic) {
         /* Out of /proc again (/proc/self/root/..., /proc/self/cwd/...): the rest is the merged view's. */
         char vp[PATH_MAX];
-        if (cv_virtual_of_real(n->run, v->proc.path, vp, sizeof vp) < 0) return -ENOENT;
-        return cv_vresolve(n, AT_FDCWD, vp, flags, v);
+        if (cv_virtual_of_real(c->run, v->proc.path, vp, sizeof vp) < 0) return -ENOENT;
+        return cv_vresolve(c, AT_FDCWD, vp, flags, v);
     }
     v->exists = v->proc.exists;
     v->st = v->proc.st;
@@ -448,19 +457,19 @@ void cv_vnode_release(struct cv_vnode *v) {
     v->psrc_own = 0;
 }
 
-int cv_vresolve(struct cv_notif *n, int dirfd, const char *path, int flags, struct cv_vnode *v) {
-    struct cv_run *r = n->run;
+int cv_vresolve(const struct cv_vctx *c, int dirfd, const char *path, int flags, struct cv_vnode *v) {
+    struct cv_run *r = c->run;
     memset(v, 0, sizeof *v);
     v->run = r;
     v->pup = v->plow = v->psrc = -1;
     if (!*path) return -ENOENT;
     if (path[0] == '/' && (!strcmp(path, "/proc") || !strncmp(path, "/proc/", 6)))
-        return proc_handoff(n, dirfd, path, flags, v);
+        return proc_handoff(c, dirfd, path, flags, v);
     struct wdir d = {.up = -1, .low = -1};
     int e, in_proc = 0;
     if (path[0] == '/') e = root_dir(r, &d);
-    else e = start_dir(n, dirfd, &d, &in_proc, &v->touched);
-    if (in_proc) return proc_handoff(n, dirfd, path, flags, v);
+    else e = start_dir(c, dirfd, &d, &in_proc, &v->touched);
+    if (in_proc) return proc_handoff(c, dirfd, path, flags, v);
     if (e == -ESTALE) {
         int held = d.up;
         if (!strcmp(path, ".") || !strcmp(path, "./")) {
@@ -482,7 +491,7 @@ int cv_vresolve(struct cv_notif *n, int dirfd, const char *path, int flags, stru
         char abs[PATH_MAX * 2], parent[PATH_MAX];
         parent_path(d.vpath, parent);
         snprintf(abs, sizeof abs, "%s/%s", parent, path + 2);
-        return cv_vresolve(n, AT_FDCWD, abs, flags, v);
+        return cv_vresolve(c, AT_FDCWD, abs, flags, v);
     }
     if (e < 0) return e;
 
@@ -521,7 +530,7 @@ int cv_vresolve(struct cv_notif *n, int dirfd, const char *path, int flags, stru
             if (!strcmp(parent, "/proc") || !strncmp(parent, "/proc/", 6)) {
                 char abs[PATH_MAX * 2];
                 snprintf(abs, sizeof abs, "%s%s%s", parent, *q ? "/" : "", q);
-                return proc_handoff(n, AT_FDCWD, abs, flags, v);
+                return proc_handoff(c, AT_FDCWD, abs, flags, v);
             }
             e = dir_at(r, parent, &d);
             if (e < 0) goto fail;
@@ -545,7 +554,7 @@ int cv_vresolve(struct cv_notif *n, int dirfd, const char *path, int flags, stru
             snprintf(abs, sizeof abs, "%s%s%s", vp, *q ? "/" : "", q);
             if (trailing && !*q) strcat(abs, "/");
             wdir_close(&d);
-            return proc_handoff(n, AT_FDCWD, abs, flags, v);
+            return proc_handoff(c, AT_FDCWD, abs, flags, v);
         }
         if (e == -ENOENT && last) {
             /* The final is missing: its parent is d. */
@@ -585,7 +594,7 @@ int cv_vresolve(struct cv_notif *n, int dirfd, const char *path, int flags, stru
             if (target[0] == '/') {
                 if (!strcmp(target, "/proc") || !strncmp(target, "/proc/", 6)) {
                     wdir_close(&d);
-                    return proc_handoff(n, AT_FDCWD, rest, flags, v);
+                    return proc_handoff(c, AT_FDCWD, rest, flags, v);
                 }
                 wdir_close(&d);
                 e = root_dir(r, &d);

@@ -13,8 +13,9 @@
 #include <stdint.h>
 #include <sys/stat.h>
 
-#include "handlers/handlers.h"
+#include "overlay/ctx.h"
 #include "overlay/resolve.h"
+#include "supervisor/run.h"
 
 enum cv_layer { CV_LOWER = 1, CV_UPPER = 2 };
 
@@ -44,7 +45,7 @@ struct cv_vnode {
 /* 0 or -errno (ENOENT, ENOTDIR, ELOOP, ENAMETOOLONG, EBADF, EACCES) for a failure before the final
  * component. Flags: CV_RES_FOLLOW (follow a final symlink), CV_RES_PARENT (a missing final must have an
  * existing parent directory). Release with cv_vnode_release. */
-int cv_vresolve(struct cv_notif *n, int dirfd, const char *path, int flags, struct cv_vnode *v);
+int cv_vresolve(const struct cv_vctx *c, int dirfd, const char *path, int flags, struct cv_vnode *v);
 void cv_vnode_release(struct cv_vnode *v);
 /* The real object of an existing node, opened O_PATH|O_NOFOLLOW (plus flags). -errno on failure. */
 int cv_vnode_open(const struct cv_vnode *v, int flags);
@@ -77,13 +78,11 @@ void cv_vstack_close(struct cv_vstack *s);
  * stripped, host paths as they are. 0, or -ENOENT for the storage of another sandbox or a hidden path. */
 int cv_virtual_of_real(const struct cv_run *r, const char *real, char *out, size_t len);
 
-/* A real path lies in the upper or a read-only layer. */
+/* A real path lies in the upper or a read-only layer; in the upper. */
 int cv_vfs_in_store(const struct cv_run *r, const char *real);
+int cv_vfs_in_upper(const struct cv_run *r, const char *real);
 
 /* The path is hidden from the guest (the hide list: credentials, the sandbox storage). */
 int cv_vfs_hidden(const struct cv_run *r, const char *vpath);
-
-/* The guest's working directory as a virtual path. 0 or -errno. */
-int cv_guest_cwd(struct cv_notif *n, char *out, size_t len);
 
 #endif

@@ -75,7 +75,8 @@ static void answer(struct cv_run *r, struct seccomp_notif *req, struct seccomp_n
     int nr = req->data.nr;
     if (nr >= 0 && nr < CV_MAX_NR) atomic_fetch_add_explicit(&r->counts[nr], 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&r->total, 1, memory_order_relaxed);
-    struct cv_notif n = {.run = r, .req = req, .listener = r->listener, .tid = (pid_t)req->pid};
+    struct cv_notif n;
+    cv_notif_init(&n, r, req);
     struct cv_reply rep = cv_dispatch(&n);
     if (rep.kind == CV_REPLY_DONE) return;
     memset(resp, 0, sizeof *resp);
@@ -208,6 +209,11 @@ void *cv_receiver_main(void *arg) {
                 ending = 1;
                 clock_gettime(CLOCK_MONOTONIC, &end_t0);
             }
+            if (ending == 1) {
+                uint64_t one = 1;
+                if (write(r->ending_efd, &one, sizeof one) < 0) { /* counter full: readable anyway */ }
+                ending = 2;
+            }
             if (ending && !(pf[3].revents & POLLIN)) {
                 cv_tree_kill(r);
                 if (cv_ms_since(&end_t0) > 2000) kill(r->init_pid, SIGKILL); /* should have left by now */
@@ -221,6 +227,8 @@ void *cv_receiver_main(void *arg) {
         }
     }
     if (r->init_pid > 0 && r->init_pidfd < 0) waitpid(r->init_pid, NULL, 0);
+    uint64_t one = 1;
+    if (r->ending_efd >= 0 && write(r->ending_efd, &one, sizeof one) < 0) { /* readable anyway */ }
     cv_fifo_release_all(r);
     finish(r, &s, timed_out, killed);
     free(req);

@@ -49,9 +49,12 @@ CV_API cv_run *cv_run_new(const char *helper_path) {
     if (!r->helper) { free(r); return NULL; }
     r->stdio[0] = r->stdio[1] = r->stdio[2] = -1;
     r->ctl_efd = r->done_w = r->init_pidfd = r->status_r = r->go_w = r->listener = -1;
-    r->fin_efd = -1;
+    r->fin_efd = r->ending_efd = -1;
     r->upper_fd = r->work_fd = -1;
     pthread_mutex_init(&r->fifo_lock, NULL);
+    pthread_mutex_init(&r->deny_lock, NULL);
+    pthread_mutex_init(&r->state_lock, NULL);
+    pthread_mutex_init(&r->abstract_lock, NULL);
     atomic_init(&r->refs, 1);
     r->network = CV_NET_ALLOW;
     return r;
@@ -117,6 +120,23 @@ CV_API int cv_run_set_allow_listen(cv_run *r, int allow) {
     NOT_STARTED(r);
     r->allow_listen = !!allow;
     return 0;
+}
+
+CV_API int cv_run_allow_unix(cv_run *r, const char *path) {
+    NOT_STARTED(r);
+    if (!path || path[0] != '/') return CV_ERR_INVALID;
+    /* Compared with where a guest's connect really leads: the real path (the socket may not be
+     * there yet: then its real parent and its name). */
+    char real[PATH_MAX], parent[PATH_MAX], canon[PATH_MAX];
+    if (realpath(path, real)) return push(&r->allow_unix, &r->nallow_unix, &r->allow_unix_cap, real);
+    snprintf(parent, sizeof parent, "%s", path);
+    char *slash = strrchr(parent, '/');
+    if (!slash || !slash[1]) return CV_ERR_INVALID;
+    *slash = 0;
+    if (!realpath(parent[0] ? parent : "/", canon)) return push(&r->allow_unix, &r->nallow_unix, &r->allow_unix_cap, path);
+    if ((size_t)snprintf(real, sizeof real, "%s/%s", strcmp(canon, "/") ? canon : "", slash + 1) >= sizeof real)
+        return CV_ERR_INVALID;
+    return push(&r->allow_unix, &r->nallow_unix, &r->allow_unix_cap, real);
 }
 
 CV_API int cv_run_set_timeout_ms(cv_run *r, uint32_t ms) {
@@ -210,7 +230,8 @@ CV_API int cv_run_start(cv_run *r, int *done_fd) {
     fcntl(p[0], F_SETFL, O_NONBLOCK);
     r->ctl_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     r->fin_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (r->ctl_efd < 0 || r->fin_efd < 0) {
+    r->ending_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (r->ctl_efd < 0 || r->fin_efd < 0 || r->ending_efd < 0) {
         int e = errno;
         close(p[0]);
         close(p[1]);
@@ -338,12 +359,22 @@ CV_API int cv_run_stats_json(cv_run *r, char *buf, size_t len) {
 static void run_destroy(struct cv_run *r) {
     for (int i = 0; i < 3; i++) /* still ours only if the receiver never ran */
         if (atomic_load(&r->started) && r->stdio[i] >= 0) close(r->stdio[i]);
-    int *fds[] = {&r->upper_fd, &r->work_fd, &r->ctl_efd, &r->fin_efd, &r->done_w, &r->init_pidfd, &r->status_r, &r->go_w, &r->listener};
+    int *fds[] = {&r->upper_fd, &r->work_fd,     &r->ctl_efd,  &r->fin_efd,  &r->ending_efd,
+                  &r->done_w,   &r->init_pidfd, &r->status_r, &r->go_w,     &r->listener};
     for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++)
         if (*fds[i] >= 0) close(*fds[i]);
     for (size_t i = 0; i < r->argc; i++) free(r->argv[i]);
     for (size_t i = 0; i < r->envc; i++) free(r->envp[i]);
     for (size_t i = 0; i < r->nhide; i++) free(r->hide[i]);
+    for (size_t i = 0; i < r->nallow_unix; i++) free(r->allow_unix[i]);
+    free(r->allow_unix);
+    for (size_t i = 0; i < r->nabstract; i++) free(r->abstract[i]);
+    free(r->abstract);
+    cv_run_denials_free(r);
+    cv_locks_free(r);
+    pthread_mutex_destroy(&r->state_lock);
+    pthread_mutex_destroy(&r->deny_lock);
+    pthread_mutex_destroy(&r->abstract_lock);
     for (int i = 0; i < r->nlower; i++) {
         free(r->lower[i]);
         close(r->lower_fd[i]);

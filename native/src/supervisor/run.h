@@ -33,6 +33,14 @@ struct cv_fifo_wait {
     char name[256];
 };
 
+/* A call the supervisor refused (the run report's "denials"). */
+struct cv_denial {
+    int nr;
+    unsigned long count;
+    char *target; /* the path, address or fd it named */
+    char *why;
+};
+
 /* What /proc/<pid>/exe reads for a process the relay started from a memfd copy. */
 struct cv_exe {
     pid_t tgid;
@@ -73,6 +81,8 @@ struct cv_run {
     dev_t stdio_rdev[3]; /* terminal devices among the stdio fds (0: none) */
     int network;
     int allow_listen;
+    char **allow_unix;        /* host unix sockets the guest may reach (real paths) */
+    size_t nallow_unix, allow_unix_cap;
     uint32_t timeout_ms;
 
     /* runtime */
@@ -81,6 +91,8 @@ struct cv_run {
     atomic_int kill_requested;
     atomic_int finished;
     int fin_efd;              /* becomes readable when the run is over */
+    int ending_efd;           /* becomes readable when the tree is being killed: calls still
+                                 waiting on threads of their own give up (handlers/async.c) */
     int ctl_efd;              /* wakes the receiver: kill requested */
     int done_w;               /* closed when the run is over: the caller sees EOF */
     pid_t init_pid;
@@ -101,6 +113,14 @@ struct cv_run {
     size_t nexe, exe_cap;
     struct cv_cwd *cwds;      /* working directories the kernel cannot hold (handlers/cwd.c) */
     size_t ncwd, cwd_cap;
+    pthread_mutex_t state_lock;   /* makes the handler families' states below, on first use */
+    struct cv_lock_state *locks;  /* POSIX locks' shadows (handlers/lock.c) */
+    pthread_mutex_t deny_lock;    /* refused calls (supervisor/denials.c) */
+    struct cv_denial *denials;
+    size_t ndeny, deny_cap;
+    pthread_mutex_t abstract_lock; /* abstract unix names this run's guests bound (handlers/sock.c) */
+    char **abstract;
+    size_t nabstract, abstract_cap;
     atomic_ulong counts[CV_MAX_NR];
     atomic_ulong total;
 };
@@ -122,6 +142,13 @@ void cv_run_unref(struct cv_run *r);
 void cv_run_mark_finished(struct cv_run *r);
 void cv_run_fail(struct cv_run *r, int err, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+
+/* handlers/lock.c: the shadows go with the run. */
+void cv_locks_free(struct cv_run *r);
+
+/* denials.c */
+void cv_run_deny(struct cv_run *r, int nr, const char *target, const char *why);
+void cv_run_denials_free(struct cv_run *r);
 
 /* tree.c: the sandbox's processes are the init's descendants. */
 int cv_tree_is_member(const struct cv_run *r, pid_t pid); /* init excluded */

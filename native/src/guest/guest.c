@@ -1,0 +1,210 @@
+#include "guest.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/seccomp.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "common/seccomp_defs.h"
+#include "common/sysnr.h"
+#include "common/util.h"
+
+#ifndef PIDFD_THREAD
+#define PIDFD_THREAD O_EXCL
+#endif
+
+#define PAGE 4096u
+
+int cv_guest_valid(const struct cv_guest *g) {
+    if (g->listener == CV_GUEST_UNNOTIFIED) return 1;
+    uint64_t id = g->id;
+    return ioctl(g->listener, SECCOMP_IOCTL_NOTIF_ID_VALID, &id) == 0;
+}
+
+/* Tgid, Threads and Umask, from one read of /proc/<tid>/status. */
+static void read_status(struct cv_guest *g) {
+    if (g->tgid) return;
+    char path[64], buf[2048];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)g->tid);
+    long tgid = -1, threads = -1;
+    mode_t mask = 022;
+    if (cv_read_small(path, buf, sizeof buf) > 0) {
+        tgid = cv_proc_field(buf, "Tgid");
+        threads = cv_proc_field(buf, "Threads");
+        const char *u = strstr(buf, "Umask:");
+        if (u) mask = (mode_t)strtol(u + 6, NULL, 8) & 0777;
+    }
+    if (!cv_guest_valid(g)) tgid = threads = -1; /* not this thread's any more */
+    g->tgid = tgid > 0 ? (pid_t)tgid : g->tid;
+    if (!g->threads) g->threads = threads > 0 ? (int)threads : -1; /* unknown: never taken as stable */
+    g->umask = mask;
+}
+
+pid_t cv_guest_tgid(struct cv_guest *g) {
+    read_status(g);
+    return g->tgid;
+}
+
+mode_t cv_guest_umask(struct cv_guest *g) {
+    read_status(g);
+    return g->umask;
+}
+
+/* The thread count is the link count of /proc/<tid>/task minus 2. An fd of that directory pins
+ * the task it was opened for: once that task is gone its count reads 0 and the fd is opened
+ * again, so a cached fd never answers for another task that took the tid. */
+#define TASK_SLOTS 128
+static struct {
+    pid_t tid;
+    int fd;
+} task_dirs[TASK_SLOTS];
+static pthread_mutex_t task_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static int thread_count(pid_t tid) {
+    pthread_mutex_lock(&task_mu);
+    unsigned slot = (unsigned)tid % TASK_SLOTS;
+    struct stat st;
+    int n = -1;
+    for (int attempt = 0; attempt < 2 && n < 1; attempt++) {
+        if (attempt || task_dirs[slot].tid != tid || task_dirs[slot].fd <= 0) {
+            if (task_dirs[slot].fd > 0) close(task_dirs[slot].fd);
+            char path[64];
+            snprintf(path, sizeof path, "/proc/%d/task", (int)tid);
+            task_dirs[slot].fd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+            task_dirs[slot].tid = tid;
+            if (task_dirs[slot].fd < 0) break;
+        }
+        if (fstat(task_dirs[slot].fd, &st) == 0) n = (int)st.st_nlink - 2;
+    }
+    pthread_mutex_unlock(&task_mu);
+    return n;
+}
+
+int cv_guest_fds_stable(struct cv_guest *g) {
+    if (g->threads) return g->threads == 1;
+    int n = thread_count(g->tid);
+    /* Checked after: the tid was this thread's while it was counted. One thread then means none
+     * can appear before the reply (only this blocked one could make it). */
+    g->threads = cv_guest_valid(g) && n > 0 ? n : -1;
+    return g->threads == 1;
+}
+
+/* Read page by page: a string may end right before an unmapped page. The first read is short
+ * (most paths are): copying a whole page for a 20-byte path costs more than a second call. */
+ssize_t cv_guest_peek_str(const struct cv_guest *g, uint64_t addr, char *buf, size_t len) {
+    if (!addr) return -EFAULT;
+    size_t done = 0;
+    while (done < len) {
+        size_t chunk = PAGE - (size_t)((addr + done) % PAGE);
+        if (done == 0 && chunk > 256) chunk = 256;
+        if (chunk > len - done) chunk = len - done;
+        struct iovec local = {buf + done, chunk};
+        struct iovec remote = {(void *)(uintptr_t)(addr + done), chunk};
+        ssize_t n = process_vm_readv(g->tid, &local, 1, &remote, 1, 0);
+        if (n <= 0) return -EFAULT;
+        char *nul = memchr(buf + done, 0, (size_t)n);
+        if (nul) return (ssize_t)(nul - buf);
+        done += (size_t)n;
+    }
+    return -ENAMETOOLONG;
+}
+
+int cv_guest_peek(const struct cv_guest *g, uint64_t addr, void *buf, size_t len) {
+    struct iovec local = {buf, len};
+    struct iovec remote = {(void *)(uintptr_t)addr, len};
+    ssize_t n = process_vm_readv(g->tid, &local, 1, &remote, 1, 0);
+    return n == (ssize_t)len ? 0 : -EFAULT;
+}
+
+int cv_guest_path(struct cv_guest *g, uint64_t addr, char *buf, size_t len) {
+    ssize_t r = cv_guest_peek_str(g, addr, buf, len);
+    if (!cv_guest_valid(g)) return -ESRCH;
+    return r < 0 ? (int)r : 0;
+}
+
+int cv_guest_read(struct cv_guest *g, uint64_t addr, void *buf, size_t len) {
+    int r = cv_guest_peek(g, addr, buf, len);
+    if (!cv_guest_valid(g)) return -ESRCH;
+    return r;
+}
+
+int cv_guest_write(struct cv_guest *g, uint64_t addr, const void *buf, size_t len) {
+    /* Checked first: a tid that died is reused only after the pid counter wrapped around, not in
+     * the microsecond between the check and the write. */
+    if (!cv_guest_valid(g)) return -ESRCH;
+    struct iovec local = {(void *)buf, len};
+    struct iovec remote = {(void *)(uintptr_t)addr, len};
+    ssize_t n = process_vm_writev(g->tid, &local, 1, &remote, 1, 0);
+    return n == (ssize_t)len ? 0 : -EFAULT;
+}
+
+int cv_guest_fd(struct cv_guest *g, int gfd) {
+    if (gfd < 0) return -EBADF;
+    /* A thread pidfd reaches the thread's own fd table (threads made without CLONE_FILES). */
+    cv_autoclose int pidfd = (int)syscall(__NR_pidfd_open, g->tid, PIDFD_THREAD);
+    if (pidfd < 0) pidfd = (int)syscall(__NR_pidfd_open, cv_guest_tgid(g), 0);
+    if (pidfd < 0) return -ESRCH;
+    if (!cv_guest_valid(g)) return -ESRCH; /* the pidfd may name a process that took the tid */
+    int fd = (int)syscall(__NR_pidfd_getfd, pidfd, gfd, 0);
+    return fd < 0 ? -errno : fd;
+}
+
+ssize_t cv_guest_link(struct cv_guest *g, const char *what, char *buf, size_t len) {
+    char path[96];
+    snprintf(path, sizeof path, "/proc/%d/%s", (int)g->tid, what);
+    ssize_t n = cv_readlink(path, buf, len);
+    if (!cv_guest_valid(g)) return -ESRCH;
+    return n;
+}
+
+int cv_guest_open(struct cv_guest *g, const char *what, int flags) {
+    char path[96];
+    snprintf(path, sizeof path, "/proc/%d/%s", (int)g->tid, what);
+    int fd = open(path, flags | O_CLOEXEC);
+    int e = errno;
+    if (!cv_guest_valid(g)) {
+        if (fd >= 0) close(fd);
+        return -ESRCH;
+    }
+    return fd < 0 ? -e : fd;
+}
+
+int cv_guest_addfd(struct cv_guest *g, int fd, int cloexec, int send) {
+    struct seccomp_notif_addfd add = {
+        .id = g->id,
+        .flags = send ? SECCOMP_ADDFD_FLAG_SEND : 0,
+        .srcfd = (uint32_t)fd,
+        .newfd_flags = cloexec ? O_CLOEXEC : 0,
+    };
+    int r = ioctl(g->listener, SECCOMP_IOCTL_NOTIF_ADDFD, &add);
+    if (r < 0) return errno == ENOENT ? -ESRCH : -errno;
+    return r;
+}
+
+int cv_task_pin(pid_t pid, int (*member)(pid_t pid, void *arg), void *arg) {
+    int pidfd = (int)syscall(__NR_pidfd_open, pid, 0);
+    if (pidfd < 0) return -ENOENT;
+    /* Asked after the pin: if the process is still alive afterwards, the answer was about it. */
+    if ((member && !member(pid, arg)) || !cv_task_alive(pidfd)) {
+        close(pidfd);
+        return -ENOENT;
+    }
+    return pidfd;
+}
+
+int cv_task_alive(int pidfd) {
+    return syscall(__NR_pidfd_send_signal, pidfd, 0, NULL, 0) == 0;
+}
+
+int cv_task_fd(int pidfd, int gfd) {
+    int fd = (int)syscall(__NR_pidfd_getfd, pidfd, gfd, 0);
+    return fd < 0 ? -errno : fd;
+}

@@ -1,0 +1,39 @@
+/* ioctl requests the filter did not allow (the safe ones, filter/rules.h, never come here),
+ * decided on our copy of the guest's fd:
+ *  - a host object (a file or directory of the host or of a snapshot layer, a device the guest
+ *    may not write) is never changed: ENOTTY, as for a request the object does not know;
+ *  - a pidfd of a process outside the sandbox: ENOTTY (what it tells is not the guest's);
+ *  - anything else (a file of the sandbox, a pipe, a socket, an eventfd, the guest's terminal,
+ *    the master of a pty it made) is the kernel's to answer: CONTINUE, when the guest's fd table
+ *    cannot change before the reply, so the kernel acts on the fd looked at here. A guest with
+ *    several threads gets ENOTTY instead: the supervisor does not know the request's argument
+ *    to make the call itself, and a continued call could find another fd. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/util.h"
+#include "handlers.h"
+
+static pid_t pidfd_pid(int fd) {
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/self/fdinfo/%d", fd);
+    if (cv_read_small(path, buf, sizeof buf) <= 0) return -1;
+    return (pid_t)cv_proc_field(buf, "Pid");
+}
+
+struct cv_reply cv_h_ioctl(struct cv_notif *n) {
+    int stable = cv_guest_fds_stable(&n->g);
+    cv_autoclose int s = cv_guest_fd(&n->g, (int)n->req->data.args[0]);
+    if (s < 0) return cv_err(s == -ESRCH ? ESRCH : EBADF);
+    if (cv_fd_of_host(n->run, s)) return cv_err(ENOTTY);
+    char self[64], link[PATH_MAX];
+    snprintf(self, sizeof self, "/proc/self/fd/%d", s);
+    if (cv_readlink(self, link, sizeof link) > 0 && !strcmp(link, "anon_inode:[pidfd]")) {
+        pid_t pid = pidfd_pid(s);
+        if (pid > 0 && !cv_proc_visible(n, pid)) return cv_err(ENOTTY);
+    }
+    return stable ? cv_continue() : cv_err(ENOTTY);
+}
