@@ -29,26 +29,106 @@ function trimSlashes(dir: string): string {
   return dir.slice(0, end);
 }
 
-/** Credentials a guest must not read by default, under the user's home. */
-export const CREDENTIAL_PATHS: readonly string[] = [
-  ".ssh",
-  ".aws",
-  ".config/gcloud",
-  ".docker",
-  ".kube",
-  ".netrc",
-  ".npmrc",
-  ".git-credentials",
+/** Where a credential store lives: $HOME, or an XDG base directory (its default under $HOME). */
+type Base = "home" | "config" | "data";
+
+/** One credential store a guest must not read by default (README, "What a guest sees"). */
+export interface CredentialStore {
+  /** Relative to its base. */
+  path: string;
+  base: Base;
+  /** Whose store it is, for doctor and the docs. */
+  what: string;
+}
+
+const store = (base: Base, what: string, ...paths: string[]): CredentialStore[] =>
+  paths.map((path) => ({ path, base, what }));
+
+/** The credential stores of common tools, hidden unless --expose gives one back. */
+export const CREDENTIAL_STORES: readonly CredentialStore[] = [
+  ...store("home", "ssh", ".ssh"),
+  ...store("home", "gpg", ".gnupg"),
+  ...store("home", "password store", ".password-store"),
+  ...store("data", "keyrings", "keyrings"),
+  ...store("home", "aws", ".aws"),
+  ...store("config", "gcloud", "gcloud"),
+  ...store("home", "azure", ".azure"),
+  ...store("config", "doctl", "doctl"),
+  ...store("home", "oci", ".oci"),
+  ...store("home", "kubernetes", ".kube"),
+  ...store("home", "docker", ".docker"),
+  ...store("config", "podman", "containers/auth.json"),
+  ...store("home", "terraform", ".terraform.d/credentials.tfrc.json"),
+  ...store("home", "vault", ".vault-token"),
+  ...store("config", "gh", "gh"),
+  ...store("config", "glab", "glab-cli"),
+  ...store("config", "hub", "hub"),
+  ...store("home", "git", ".git-credentials"),
+  ...store("config", "git", "git/credentials"),
+  ...store("home", "netrc", ".netrc"),
+  ...store("home", "npm", ".npmrc"),
+  ...store("home", "yarn", ".yarnrc.yml"),
+  ...store("home", "pypi", ".pypirc"),
+  ...store("config", "pip", "pip/pip.conf"),
+  ...store("home", "cargo", ".cargo/credentials.toml", ".cargo/credentials"),
+  ...store("home", "gem", ".gem/credentials"),
+  ...store("home", "maven", ".m2/settings.xml", ".m2/settings-security.xml"),
+  ...store("home", "gradle", ".gradle/gradle.properties"),
+  ...store("config", "nuget", "NuGet/NuGet.Config"),
+  ...store("home", "nuget", ".nuget/NuGet/NuGet.Config"),
+  ...store("config", "composer", "composer/auth.json"),
+  ...store("home", "composer", ".composer/auth.json"),
+  ...store("home", "firefox", ".mozilla"),
+  ...store("config", "chrome", "google-chrome", "chromium", "BraveSoftware", "microsoft-edge"),
+  ...store(
+    "home",
+    "shell and REPL histories",
+    ".bash_history",
+    ".zsh_history",
+    ".zhistory",
+    ".python_history",
+    ".node_repl_history",
+    ".psql_history",
+    ".mysql_history",
+    ".sqlite_history",
+    ".rediscli_history",
+    ".irb_history",
+  ),
+  ...store("data", "fish history", "fish/fish_history"),
+  ...store("home", "claude", ".claude", ".claude.json"),
+  ...store("home", "codex", ".codex"),
+  ...store("home", "gemini", ".gemini"),
+  ...store("config", "github copilot", "github-copilot"),
 ];
 
+/** An absolute XDG directory from the environment, else its default under home. */
+function xdg(value: string | undefined, home: string, fallback: string): string {
+  return value && value[0] === "/" ? trimSlashes(value) : `${home}/${fallback}`;
+}
+
+/** The user's home: an absolute $HOME, else the account's (no trailing slash). */
+export function userHome(env: NodeJS.ProcessEnv = process.env): string {
+  return trimSlashes(env.HOME && env.HOME[0] === "/" ? env.HOME : homedir());
+}
+
+/** The credential stores' absolute paths here ($HOME, $XDG_CONFIG_HOME, $XDG_DATA_HOME). */
+export function credentialPaths(env: NodeJS.ProcessEnv = process.env): string[] {
+  const home = userHome(env);
+  const bases: Record<Base, string> = {
+    home,
+    config: xdg(env.XDG_CONFIG_HOME, home, ".config"),
+    data: xdg(env.XDG_DATA_HOME, home, ".local/share"),
+  };
+  // Plain concatenation: this runs at every `cvisor -- CMD`, and path.join costs start-up time.
+  return CREDENTIAL_STORES.map((c) => `${bases[c.base]}/${c.path}`);
+}
+
 /**
- * What a guest must not read unless exposed: the credentials in $HOME (else the account's home)
- * and cvisor's own state directory (other sandboxes' files, caches).
+ * What a guest must not read unless exposed: the credential stores of common tools (in $HOME and
+ * the XDG directories) and cvisor's own state directory (other sandboxes' files, caches).
  */
 export function defaultHiddenPaths(env: NodeJS.ProcessEnv = process.env): string[] {
-  const home = trimSlashes(env.HOME && env.HOME[0] === "/" ? env.HOME : homedir());
-  // Plain concatenation: this runs at every `cvisor -- CMD`, and path.join costs start-up time.
-  return [...CREDENTIAL_PATHS.map((rel) => `${home}/${rel}`), cvisorHome(env)];
+  return [...credentialPaths(env), cvisorHome(env)];
 }
 
 /**

@@ -1,8 +1,9 @@
 // `cvisor doctor [--json]`: tries every feature cvisor needs and prints [✓]/[!]/[✗] lines
 // with a one-line fix under each problem; exits 1 when sandboxes cannot run here.
 import { helperPath, probe, type ProbeResult } from "../core/native.js";
-import { cvisorHome } from "../paths.js";
+import { cvisorHome, userHome } from "../paths.js";
 import {
+  credentialCheck,
   helperCheck,
   hostCgroupChecks,
   kernelChecks,
@@ -42,6 +43,7 @@ export function runChecks(): Check[] {
     ...hostCgroupChecks(),
     stateDirCheck(cvisorHome()),
     helperCheck(helper, probed),
+    credentialCheck(process.env, userHome()),
   ];
 }
 

@@ -1,6 +1,6 @@
 // The CLI's exit statuses (as `docker run`), and the one-line messages and JSON report
 // that go with a finished run. Pure, so the mapping is unit-tested.
-import type { RunResult } from "../sandbox/types.js";
+import type { Denial, RunResult } from "../sandbox/types.js";
 
 /** Success (and help, version). */
 export const EXIT_OK = 0;
@@ -27,6 +27,19 @@ export function runMessage(
   return null;
 }
 
+/**
+ * The refusals a user is likely to want to lift, as lines for stderr (without "cvisor: "):
+ * a host unix socket (an ssh-agent, Docker, D-Bus) the guest tried to reach.
+ */
+export function denialHints(denials: readonly Denial[]): string[] {
+  return denials
+    .filter((d) => d.why.startsWith("host unix socket"))
+    .map(
+      (d) =>
+        `refused ${d.syscall} to host unix socket ${d.target} (--allow-unix ${d.target} lets it through)`,
+    );
+}
+
 /** The --json run report: one line for stderr. */
 export function jsonReport(result: RunResult): string {
   return JSON.stringify({
@@ -36,5 +49,6 @@ export function jsonReport(result: RunResult): string {
     durationMs: result.durationMs,
     notifications: result.stats.notifications,
     totalNotifications: result.stats.totalNotifications,
+    denials: result.denials,
   });
 }

@@ -15,6 +15,7 @@ export function fastParse(
   const env: string[] = [];
   const hide: string[] = [];
   const expose: string[] = [];
+  const allowUnix: string[] = [];
   for (let i = 0; i < own.length; i++) {
     const arg = own[i] ?? "";
     const eq = arg.startsWith("--") ? arg.indexOf("=") : -1;
@@ -36,6 +37,7 @@ export function fastParse(
       case "--workdir":
       case "--hide":
       case "--expose":
+      case "--allow-unix":
       case "--sandbox": {
         const value = takeValue();
         if (value === undefined) return null;
@@ -43,6 +45,7 @@ export function fastParse(
         else if (name === "--timeout") opts.timeout = value;
         else if (name === "--hide") hide.push(value);
         else if (name === "--expose") expose.push(value);
+        else if (name === "--allow-unix") allowUnix.push(value);
         else if (name === "--sandbox") opts.sandbox = value;
         else opts.workdir = value;
         break;
@@ -54,5 +57,6 @@ export function fastParse(
   if (env.length > 0) opts.env = env;
   if (hide.length > 0) opts.hide = hide;
   if (expose.length > 0) opts.expose = expose;
+  if (allowUnix.length > 0) opts.allowUnix = allowUnix;
   return buildRunPlan(opts, sep < 0 ? [] : args.slice(sep + 1), hostEnv);
 }

@@ -51,7 +51,10 @@ export function parseCli(
       "set a variable in the guest environment (KEY alone: the host's value); repeatable",
       (value: string, previous: string[] | undefined) => [...(previous ?? []), value],
     )
-    .option("--no-network", "make AF_INET/AF_INET6 sockets fail (AF_UNIX still works)")
+    .option(
+      "--no-network",
+      "make AF_INET/AF_INET6 sockets fail (the sandbox's own unix sockets still work)",
+    )
     .option("--allow-listen", "allow bind/listen on AF_INET/AF_INET6 sockets")
     .option("--timeout <duration>", "kill the whole process tree after DURATION (500ms, 5s, 2m)")
     .option("-C, --workdir <dir>", "run the command in DIR")
@@ -63,6 +66,11 @@ export function parseCli(
     .option(
       "--expose <path>",
       "let the guest read PATH although it is hidden by default (e.g. ~/.ssh); repeatable",
+      (value: string, previous: string[] | undefined) => [...(previous ?? []), value],
+    )
+    .option(
+      "--allow-unix <path>",
+      "let the guest connect to the host's unix socket PATH (an ssh-agent, Docker, D-Bus); repeatable",
       (value: string, previous: string[] | undefined) => [...(previous ?? []), value],
     )
     .option(

@@ -21,9 +21,10 @@ export interface RunPlan {
   timeoutText?: string;
   workdir?: string;
   json: boolean;
-  /** --hide and --expose, as given (resolved against the cwd when the run is built). */
+  /** --hide, --expose and --allow-unix, as given (resolved against the cwd when the run is built). */
   hide: string[];
   expose: string[];
+  allowUnix: string[];
   /** --sandbox: the named sandbox (validated); without it the run is ephemeral. */
   sandbox?: string;
 }
@@ -83,6 +84,7 @@ const VALUE_OPTIONS = new Set([
   "--workdir",
   "--hide",
   "--expose",
+  "--allow-unix",
   "--sandbox",
 ]);
 
@@ -106,6 +108,7 @@ export interface RootOptions {
   json?: boolean;
   hide?: string[];
   expose?: string[];
+  allowUnix?: string[];
   sandbox?: string;
 }
 
@@ -154,6 +157,7 @@ export function buildRunPlan(
     json: Boolean(opts.json),
     hide: [...(opts.hide ?? [])],
     expose: [...(opts.expose ?? [])],
+    allowUnix: [...(opts.allowUnix ?? [])],
   };
   if (opts.timeout !== undefined) plan.timeoutText = opts.timeout;
   if (opts.workdir !== undefined) plan.workdir = opts.workdir;

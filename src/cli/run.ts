@@ -11,7 +11,7 @@ import { finishRun, runSpec } from "../sandbox/native-run.js";
 import { toRunResult } from "../sandbox/result.js";
 import { closeLayer, openLayer } from "../sandbox/store.js";
 import { CliError, writeStderr } from "./errors.js";
-import { EXIT_CVISOR, jsonReport, runMessage } from "./exit-codes.js";
+import { denialHints, EXIT_CVISOR, jsonReport, runMessage } from "./exit-codes.js";
 import type { RunPlan } from "./plan.js";
 
 /** Runs the plan; resolves to the exit code of cvisor. */
@@ -28,6 +28,7 @@ export async function runCommand(plan: RunPlan): Promise<number> {
         allowListen: plan.allowListen,
         hide: plan.hide,
         expose: plan.expose,
+        allowUnix: plan.allowUnix,
       },
       {
         env: plan.env,
@@ -40,13 +41,18 @@ export async function runCommand(plan: RunPlan): Promise<number> {
     const { doneFd } = native.start(run);
     native.close(doneFd); // the forwarding wait tells the end: nothing watches this fd
     // On a terminal, SIGINT and SIGQUIT are the guest's (the terminal sends them to it too).
-    native.waitForwarding(run, native.isatty(0));
+    const forwarded = native.waitForwarding(run, native.isatty(0));
     // The per-syscall counts appear only in the --json report.
-    const { raw, failure, notifications } = finishRun(run, plan.json);
+    const { raw, failure, notifications, denials } = finishRun(run, plan.json);
     if (failure) throw failure;
-    const result = toRunResult(raw, notifications, "", "");
+    const result = toRunResult(raw, notifications, "", "", denials);
+    // A signal that ended cvisor (and with it the tree) is cvisor's exit status, as for any
+    // process a signal ends: 128 + N.
+    if (forwarded > 0) result.exitCode = 128 + forwarded;
     const message = runMessage(result, plan.argv[0] ?? "", plan.timeoutText, errnoText);
     if (message !== null) writeStderr(`cvisor: ${message}\n`);
+    // What a user will want to allow: one line each (the rest is in the --json report).
+    for (const line of denialHints(result.denials)) writeStderr(`cvisor: ${line}\n`);
     if (plan.json) writeStderr(`${jsonReport(result)}\n`);
     return result.exitCode;
   } finally {

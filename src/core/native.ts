@@ -7,7 +7,7 @@ import type * as Koffi from "koffi";
 import { CvisorError, cvErrorName, CV_ERROR } from "./errors.js";
 
 /** CV_ABI_VERSION of the header this binding was written against. */
-export const ABI_VERSION = 2;
+export const ABI_VERSION = 3;
 
 /** enum cv_run_state: how a run ended. */
 export const RUN_STATE = { EXITED: 1, SIGNALED: 2, EXEC_FAILED: 3, FAILED: 4 } as const;
@@ -27,6 +27,8 @@ export interface RunSpec {
   timeoutMs: number;
   /** Absolute paths the guest must not read. */
   hide: readonly string[];
+  /** Host unix sockets (absolute paths) the guest may connect and send to. */
+  allowUnix?: readonly string[] | undefined;
   /** The guest's nodename (default "cvisor"). */
   hostname?: string | undefined;
   /** The copy-on-write layer: without it the guest's filesystem is read-only. */
@@ -91,6 +93,8 @@ interface Binding {
   kill: Fn<[Ptr], number>;
   getResult: Fn<[Ptr, Record<string, unknown>], number>;
   statsJson: Fn<[Ptr, Buffer, number], number>;
+  denialsJson: Fn<[Ptr, Buffer, number], number>;
+  allowUnix: Fn<[Ptr, string], number>;
   free: Fn<[Ptr], void>;
   waitForwarding: Fn<[Ptr, number], number>;
   pipe: Fn<[Int32Array], number>;
@@ -305,6 +309,8 @@ const PROTOTYPES: Record<keyof Binding, string> = {
   kill: "int cv_run_kill(cv_run *r)",
   getResult: "int cv_run_get_result(cv_run *r, _Out_ cv_run_result *out)",
   statsJson: "int cv_run_stats_json(cv_run *r, char *buf, size_t len)",
+  denialsJson: "int cv_run_denials_json(cv_run *r, char *buf, size_t len)",
+  allowUnix: "int cv_run_allow_unix(cv_run *r, const char *path)",
   free: "void cv_run_free(cv_run *r)",
   waitForwarding: "int cv_run_wait_forwarding(cv_run *r, int interactive)",
   pipe: "int cv_pipe(_Out_ int *fds)",
@@ -440,6 +446,7 @@ export function createRun(spec: RunSpec): NativeRun {
     check(b.setAllowListen(ptr, spec.allowListen ? 1 : 0), "listen policy");
     check(b.setTimeoutMs(ptr, spec.timeoutMs), "timeout");
     for (const path of spec.hide) check(b.addHidden(ptr, path), `hidden path ${path}`);
+    for (const path of spec.allowUnix ?? []) check(b.allowUnix(ptr, path), `--allow-unix ${path}`);
     if (spec.hostname !== undefined) check(b.setHostname(ptr, spec.hostname), "hostname");
     if (spec.upper !== undefined) {
       check(
@@ -527,6 +534,41 @@ function parseStats(text: string): Record<string, number> {
     if (typeof count === "number") stats[name] = count;
   }
   return stats;
+}
+
+/** A call the supervisor refused: which, what it named, why, how often. */
+export interface Denial {
+  syscall: string;
+  target: string;
+  why: string;
+  count: number;
+}
+
+/** cv_run_denials_json, parsed. */
+export function denials(run: NativeRun): Denial[] {
+  let buf = (statsBuffer ??= Buffer.allocUnsafe(64 * 1024));
+  for (;;) {
+    const need = check(
+      lib().denialsJson(run.ptr, buf, buf.length),
+      "cannot read the run's denials",
+    );
+    if (need < buf.length) return parseDenials(buf.toString("utf8", 0, need));
+    buf = statsBuffer = Buffer.allocUnsafe(need + 1);
+  }
+}
+
+function parseDenials(text: string): Denial[] {
+  const parsed: unknown = JSON.parse(text);
+  if (!Array.isArray(parsed)) return [];
+  const out: Denial[] = [];
+  for (const item of parsed as unknown[]) {
+    if (typeof item !== "object" || item === null) continue;
+    const d = item as Record<string, unknown>;
+    if (typeof d.syscall !== "string" || typeof d.target !== "string" || typeof d.why !== "string")
+      continue;
+    out.push({ syscall: d.syscall, target: d.target, why: d.why, count: Number(d.count) || 1 });
+  }
+  return out;
 }
 
 /** cv_run_free (kills a run that is still going); idempotent. */

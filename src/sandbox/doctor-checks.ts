@@ -3,6 +3,7 @@
 import {
   accessSync,
   constants,
+  lstatSync,
   mkdirSync,
   readFileSync,
   rmdirSync,
@@ -11,6 +12,7 @@ import {
 } from "node:fs";
 import { join, relative } from "node:path";
 import { errnoName, type ProbeResult } from "../core/native.js";
+import { CREDENTIAL_STORES, credentialPaths } from "../paths.js";
 
 /** One line of the doctor's report. */
 export interface Check {
@@ -326,4 +328,26 @@ export function hostCgroupChecks(): Check[] {
     }
   };
   return cgroupChecks(read("/proc/self/mountinfo"), read("/proc/self/cgroup"), tryCgroup);
+}
+
+/**
+ * The credential stores hidden by default that exist on this machine (guests see none of them
+ * unless a run exposes one). `home` shortens paths for the report.
+ */
+export function credentialCheck(env: NodeJS.ProcessEnv, home: string): Check {
+  const present = credentialPaths(env).filter((p) => {
+    try {
+      lstatSync(p);
+      return true;
+    } catch {
+      return false;
+    }
+  });
+  const short = (p: string): string => (p.startsWith(`${home}/`) ? `~${p.slice(home.length)}` : p);
+  const known = CREDENTIAL_STORES.length;
+  const detail =
+    present.length === 0
+      ? `none of the ${known} known credential stores exists here`
+      : `${present.length} of ${known} known stores exist here, hidden from guests (--expose PATH gives one back): ${present.map(short).join(", ")}`;
+  return check("credentials", "credentials hidden", "ok", detail);
 }

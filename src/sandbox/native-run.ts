@@ -43,6 +43,7 @@ export function runSpec(
     allowListen: options.allowListen ?? o.allowListen ?? false,
     timeoutMs: timeout === undefined ? 0 : parseDuration(timeout),
     hide: hiddenPaths(o, options, layer.storage),
+    allowUnix: [...(o.allowUnix ?? []), ...(options.allowUnix ?? [])].map((p) => resolvePath(p)),
     hostname: layer.name,
     upper: { upper: layer.upper, work: layer.work },
     ...(layer.lowers && layer.lowers.length > 0 ? { lowers: layer.lowers } : {}),
@@ -85,6 +86,8 @@ export interface Finished {
   failure: Error | null;
   /** Notifications per syscall name ({} after a failure). */
   notifications: Record<string, number>;
+  /** What the supervisor refused ([] after a failure). */
+  denials: native.Denial[];
 }
 
 /** Reads the result of a run that is over (the per-syscall counts only if wanted) and frees it. */
@@ -92,6 +95,7 @@ export function finishRun(run: native.NativeRun, withNotifications = true): Fini
   const raw = native.getResult(run);
   const failure = runFailure(raw, native.strerror);
   const notifications = failure || !withNotifications ? {} : native.statsJson(run);
+  const denials = failure ? [] : native.denials(run);
   native.free(run);
-  return { raw, failure, notifications };
+  return { raw, failure, notifications, denials };
 }

@@ -1,7 +1,7 @@
 // Turns a decoded cv_run_result into the public RunResult (pure: unit-tested).
 import { CvisorError, cvErrorName } from "../core/errors.js";
 import { RUN_STATE, errnoName, signalName, type NativeRunResult } from "../core/native.js";
-import type { RunResult, RunStats } from "./types.js";
+import type { Denial, RunResult, RunStats } from "./types.js";
 
 /** Exit code of the CLI when the deadline fired. */
 export const EXIT_TIMEOUT = 124;
@@ -48,6 +48,7 @@ export function toRunResult(
   notifications: Record<string, number>,
   stdout: string,
   stderr: string,
+  denials: Denial[] = [],
 ): RunResult {
   const stats: RunStats = {
     notifications,
@@ -64,6 +65,7 @@ export function toRunResult(
     stderr,
     durationMs: raw.durationMs,
     stats,
+    denials,
   };
   if (raw.state === RUN_STATE.EXEC_FAILED) result.execError = errnoName(raw.execErrno);
   return result;

@@ -135,10 +135,10 @@ async function supervise(
     await done;
     // Freed (by finishRun) before waiting for the captured pipes: the guest tree is over once
     // done_fd closed, and no copy of a write end held for the run can then delay their EOF.
-    const { raw, failure, notifications } = finishRun(run);
+    const { raw, failure, notifications, denials } = finishRun(run);
     await Promise.all(captured);
     if (failure) throw failure;
-    return toRunResult(raw, notifications, io.text("stdout"), io.text("stderr"));
+    return toRunResult(raw, notifications, io.text("stdout"), io.text("stderr"), denials);
   } finally {
     stopWatching();
     stdinSocket?.destroy();

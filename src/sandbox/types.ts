@@ -14,6 +14,11 @@ export interface SandboxOptions {
   network?: boolean;
   /** bind/listen on inet sockets allowed (default false). */
   allowListen?: boolean;
+  /**
+   * Host unix sockets the guest may connect and send to (paths; default none: an ssh-agent,
+   * Docker's or D-Bus's socket is refused with EACCES). Sockets made inside the sandbox work.
+   */
+  allowUnix?: readonly string[];
   /** Added to the default guest environment (see buildEnv). */
   env?: Record<string, string>;
   /** Working directory of the guest (default: this process's cwd). */
@@ -37,6 +42,8 @@ export interface RunOptions {
   timeout?: number | string;
   network?: boolean;
   allowListen?: boolean;
+  /** Added to the Sandbox's allowUnix list. */
+  allowUnix?: readonly string[];
   /** Added to the Sandbox's hide list. */
   hide?: readonly string[];
   /** Added to the Sandbox's expose list. */
@@ -49,6 +56,14 @@ export interface RunOptions {
   stderr?: OutputMode;
   /** Aborting kills the whole guest tree; the run still resolves with its result. */
   signal?: AbortSignal;
+}
+
+/** A call the sandbox refused: the syscall, what it named (a path, an address), why, how often. */
+export interface Denial {
+  syscall: string;
+  target: string;
+  why: string;
+  count: number;
 }
 
 /** Resource use of a run. */
@@ -74,4 +89,6 @@ export interface RunResult {
   stats: RunStats;
   /** Errno name when the command could not be executed, e.g. "ENOENT" when not found. */
   execError?: string;
+  /** What the sandbox refused the guest (each distinct refusal once). */
+  denials: Denial[];
 }

@@ -3,7 +3,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import { CvisorError } from "../../src/core/errors.js";
 import { RUN_STATE, type NativeRunResult } from "../../src/core/native.js";
-import { jsonReport, runMessage } from "../../src/cli/exit-codes.js";
+import { denialHints, jsonReport, runMessage } from "../../src/cli/exit-codes.js";
 import { exitCodeOf, runFailure, toRunResult } from "../../src/sandbox/result.js";
 
 function raw(fields: Partial<NativeRunResult>): NativeRunResult {
@@ -92,7 +92,8 @@ test("CV_RUN_FAILED is a CvisorError with the C message", () => {
 });
 
 test("the --json report has exactly the documented keys", () => {
-  const result = toRunResult(raw({ exitCode: 2 }), { openat: 3 }, "", "");
+  const denial = { syscall: "connect", target: "/run/x.sock", why: "host unix socket", count: 2 };
+  const result = toRunResult(raw({ exitCode: 2 }), { openat: 3 }, "", "", [denial]);
   assert.deepEqual(JSON.parse(jsonReport(result)), {
     exitCode: 2,
     signal: null,
@@ -100,5 +101,26 @@ test("the --json report has exactly the documented keys", () => {
     durationMs: 1.5,
     notifications: { openat: 3 },
     totalNotifications: 3,
+    denials: [denial],
   });
+});
+
+test("a refused host unix socket gets one line naming the flag; other denials stay in the report", () => {
+  const lines = denialHints([
+    {
+      syscall: "connect",
+      target: "/run/a.sock",
+      why: "host unix socket (--allow-unix ...)",
+      count: 3,
+    },
+    {
+      syscall: "bind",
+      target: "port 80",
+      why: "binding inet ports needs --allow-listen",
+      count: 1,
+    },
+  ]);
+  assert.deepEqual(lines, [
+    "refused connect to host unix socket /run/a.sock (--allow-unix /run/a.sock lets it through)",
+  ]);
 });
