@@ -73,6 +73,11 @@ export function compileFixture(name: string): string {
   return out;
 }
 
+/** The races against the supervisor's decisions (test/fixtures/flipper.c). */
+export function flipper(): string {
+  return compileFixture("flipper");
+}
+
 /** The probe program (test/fixtures/try-syscall.c). */
 export function prober(): string {
   return compileFixture("try-syscall");
