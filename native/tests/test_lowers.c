@@ -58,7 +58,7 @@ static void file_in(const char *root, const char *rel, const char *text) {
 static int res(const char *rel, int flags, struct cv_vnode *v) {
     struct cv_guest g;
     cv_guest_init(&g, CV_GUEST_UNNOTIFIED, 0, getpid());
-    struct cv_vctx n = {.run = run, .guest = &g};
+    struct cv_vctx n = {.run = run, .guest = &g, .nr = -1};
     char full[1024];
     snprintf(full, sizeof full, "%s/%s", H, rel);
     return cv_vresolve(&n, AT_FDCWD, full, flags, v);

@@ -72,7 +72,7 @@ static int do_resolve(pid_t tid, pid_t tgid, int dirfd, const char *path, int fl
     struct cv_guest g;
     cv_guest_init(&g, CV_GUEST_UNNOTIFIED, 0, tid);
     g.tgid = tgid;
-    struct cv_vctx n = {.run = NULL, .guest = &g};
+    struct cv_vctx n = {.run = NULL, .guest = &g, .nr = -1};
     /* Without CV_RES_STAT (the read-only open's hot path) st may stay unfilled, but the
      * answer and `exists` must be the same as with it. */
     struct cv_resolved lean;

@@ -62,7 +62,7 @@ static void link_(const char *target, const char *base, const char *rel) {
 static int res(const char *path, int flags, struct cv_vnode *v) {
     struct cv_guest g;
     cv_guest_init(&g, CV_GUEST_UNNOTIFIED, 0, getpid());
-    struct cv_vctx n = {.run = run, .guest = &g};
+    struct cv_vctx n = {.run = run, .guest = &g, .nr = -1};
     char full[1024];
     if (path[0] == '/' || path[0] == '.') snprintf(full, sizeof full, "%s", path);
     else snprintf(full, sizeof full, "%s/%s", H, path);

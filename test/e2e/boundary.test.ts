@@ -15,6 +15,8 @@ import { gtest } from "../helpers/guard.js";
 import {
   cvisor,
   isAlive,
+  repoRoot,
+  runProcess,
   killAllWith,
   processesWith,
   runCli,
@@ -89,6 +91,20 @@ gtest(
       "alias",
     ]);
     assertRaced(r, "fd-link");
+  },
+  { timeout: RACE_TIMEOUT },
+);
+
+gtest(
+  "a flipping dirfd: a write open relative to it never writes the host file",
+  async (fx) => {
+    const r = await flip(fx.root, "mkdir sbdir && echo sandbox > sbdir/hello.txt", [
+      "fd-openat",
+      "sbdir",
+      fx.root,
+      "hello.txt",
+    ]);
+    assertRaced(r, "fd-openat");
   },
   { timeout: RACE_TIMEOUT },
 );
@@ -213,6 +229,42 @@ gtest(
       await run;
       const gone = await waitFor(() => guests.every((pid) => !isAlive(pid)), 1000);
       assert.ok(gone, `still alive after 1 s: ${guests.filter((pid) => isAlive(pid)).join(" ")}`);
+    } finally {
+      killAllWith(mark);
+    }
+  },
+);
+
+gtest(
+  "kill -9 of a program using the library: its sandbox's tree is dead within a second",
+  async () => {
+    const mark = uniqueToken("cvisor-lib-orphan");
+    const child = path.join(repoRoot, "dist", "test", "helpers", "lib-child.js");
+    try {
+      let pid = 0;
+      const run = runProcess(
+        process.execPath,
+        [
+          child,
+          JSON.stringify([
+            "sh",
+            "-c",
+            `"$0" 300 "$1" & "$0" --daemon 300 "$1"; wait`,
+            sleeper(),
+            mark,
+          ]),
+        ],
+        { onSpawn: (p) => (pid = p), timeoutMs: 60_000 },
+      );
+      assert.ok(
+        await waitFor(() => sleepers(mark).length >= 2, 10_000),
+        "the guests never started",
+      );
+      const guests = sleepers(mark);
+      process.kill(pid, "SIGKILL");
+      await run;
+      const gone = await waitFor(() => guests.every((g) => !isAlive(g)), 1000);
+      assert.ok(gone, `still alive after 1 s: ${guests.filter((g) => isAlive(g)).join(" ")}`);
     } finally {
       killAllWith(mark);
     }
@@ -462,6 +514,44 @@ gtest(
     assert.match(set ?? "", /^E[A-Z]+$/, show(r));
     assert.equal(fionread, "OK", show(r));
     // The guard proves hello.txt's generation and ctime unchanged (its ctime would move).
+  },
+);
+
+// ---- what was refused, readable -----------------------------------------------------------
+
+gtest(
+  "the --json report lists what the sandbox refused: a hidden file, a host socket, the init",
+  async (fx) => {
+    const { home, key, env } = homeWithKey(fx);
+    const sock = await tokenServer(path.join(fx.scratch, "agent.sock"), "agent");
+    try {
+      const r = await cvisor(
+        ["--json"],
+        [
+          "sh",
+          "-c",
+          `cat "$1"; "$0" connect-unix "$2"; cat /proc/$PPID/environ; exit 0`,
+          prober(),
+          key,
+          sock.path,
+        ],
+        env,
+      );
+      assert.equal(r.code, 0, show(r));
+      const report = JSON.parse(r.err.trim().split("\n").at(-1) ?? "{}") as {
+        denials?: { syscall: string; target: string; why: string; count: number }[];
+      };
+      const denials = report.denials ?? [];
+      const find = (target: string): unknown => denials.find((d) => d.target === target);
+      assert.ok(find(path.join(home, ".ssh")), `no denial for ~/.ssh:\n${show(r)}`);
+      assert.ok(find(sock.path), `no denial for the socket:\n${show(r)}`);
+      assert.ok(
+        denials.some((d) => /\/proc\/\d+\/environ$/.test(d.target) && d.why.includes("init")),
+        `no denial for the init:\n${show(r)}`,
+      );
+    } finally {
+      await sock.close();
+    }
   },
 );
 

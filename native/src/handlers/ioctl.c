@@ -28,12 +28,19 @@ struct cv_reply cv_h_ioctl(struct cv_notif *n) {
     int stable = cv_guest_fds_stable(&n->g);
     cv_autoclose int s = cv_guest_fd(&n->g, (int)n->req->data.args[0]);
     if (s < 0) return cv_err(s == -ESRCH ? ESRCH : EBADF);
-    if (cv_fd_of_host(n->run, s)) return cv_err(ENOTTY);
+    char req[32];
+    snprintf(req, sizeof req, "request 0x%llx", (unsigned long long)(uint32_t)n->req->data.args[1]);
+    if (cv_fd_of_host(n->run, s)) {
+        cv_run_deny(n->run, n->req->data.nr, req, "an ioctl on a host file or device (not on the safe list)");
+        return cv_err(ENOTTY);
+    }
     char self[64], link[PATH_MAX];
     snprintf(self, sizeof self, "/proc/self/fd/%d", s);
     if (cv_readlink(self, link, sizeof link) > 0 && !strcmp(link, "anon_inode:[pidfd]")) {
         pid_t pid = pidfd_pid(s);
         if (pid > 0 && !cv_proc_visible(n, pid)) return cv_err(ENOTTY);
     }
-    return stable ? cv_continue() : cv_err(ENOTTY);
+    if (stable) return cv_continue();
+    cv_run_deny(n->run, n->req->data.nr, req, "an ioctl not on the safe list, from a multithreaded guest");
+    return cv_err(ENOTTY);
 }

@@ -54,9 +54,9 @@ int cv_proc_access(struct cv_notif *n, const struct cv_resolved *res, int write)
     if (!pid) return write ? -EROFS : 0;
     if (pid == n->run->init_pid) {
         const char *rest = pid_rest(res->path);
-        if (!rest) return -EACCES;
-        for (size_t i = 0; i < sizeof init_visible / sizeof init_visible[0]; i++)
-            if (!strcmp(rest, init_visible[i])) return write ? -EACCES : 0;
+        for (size_t i = 0; rest && i < sizeof init_visible / sizeof init_visible[0]; i++)
+            if (!strcmp(rest, init_visible[i]) && !write) return 0;
+        cv_run_deny(n->run, n->req->data.nr, res->path, "the sandbox's init: only its name and status show");
         return -EACCES;
     }
     return member_of(pid, n) ? 0 : -ENOENT;

@@ -11,6 +11,7 @@ struct cv_guest;
 struct cv_vctx {
     struct cv_run *run;
     struct cv_guest *guest;
+    int nr; /* the syscall resolving (for the run's report of refusals), or -1 */
     /* The guest's remembered working directory, where the kernel's cwd cannot be (a directory
      * only the upper has, kept by handlers/cwd.c): 1 and out filled (and *fd, an O_PATH fd of
      * it or -1, when fd is not NULL), else 0. NULL: the kernel's cwd is the guest's. */

@@ -58,10 +58,18 @@ static int is_under(const char *path, const char *prefix) {
     return !strncmp(path, prefix, l) && (path[l] == 0 || path[l] == '/');
 }
 
-int cv_vfs_hidden(const struct cv_run *r, const char *vpath) {
+int cv_vfs_hidden(const struct cv_run *r, const char *vpath) { return cv_vfs_hidden_root(r, vpath) != NULL; }
+
+const char *cv_vfs_hidden_root(const struct cv_run *r, const char *vpath) {
     for (size_t i = 0; i < r->nhide; i++)
-        if (is_under(vpath, r->hide[i])) return 1;
-    return 0;
+        if (is_under(vpath, r->hide[i])) return r->hide[i];
+    return NULL;
+}
+
+/* A guest named a hidden path: it does not exist for it, and the run's report says why. */
+static void note_hidden(const struct cv_vctx *c, const char *vp) {
+    const char *root = c->nr >= 0 ? cv_vfs_hidden_root(c->run, vp) : NULL;
+    if (root) cv_run_deny(c->run, c->nr, root, "hidden from the sandbox (--expose gives a credential store back)");
 }
 
 /* The root of the upper or read-only layer a real path lies in, or NULL for a host path. */
@@ -556,6 +564,7 @@ int cv_vresolve(const struct cv_vctx *c, int dirfd, const char *path, int flags,
             wdir_close(&d);
             return proc_handoff(c, AT_FDCWD, abs, flags, v);
         }
+        if (e == -ENOENT && d.low >= 0) note_hidden(c, vp);
         if (e == -ENOENT && last) {
             /* The final is missing: its parent is d. */
             v->exists = 0;

@@ -82,7 +82,9 @@ int cv_virtual_of_real(const struct cv_run *r, const char *real, char *out, size
 int cv_vfs_in_store(const struct cv_run *r, const char *real);
 int cv_vfs_in_upper(const struct cv_run *r, const char *real);
 
-/* The path is hidden from the guest (the hide list: credentials, the sandbox storage). */
+/* The path is hidden from the guest (the hide list: credentials, the sandbox storage); the entry
+ * of the hide list that hides it, or NULL. */
 int cv_vfs_hidden(const struct cv_run *r, const char *vpath);
+const char *cv_vfs_hidden_root(const struct cv_run *r, const char *vpath);
 
 #endif
