@@ -128,8 +128,14 @@ export function credentialPaths(env: NodeJS.ProcessEnv = process.env): string[] 
  * the XDG directories) and cvisor's own state directory (other sandboxes' files, caches).
  */
 export function defaultHiddenPaths(env: NodeJS.ProcessEnv = process.env): string[] {
-  return [...credentialPaths(env), cvisorHome(env)];
+  // Every run asks: the same environment gives the same list (a copy: callers may change it).
+  const key = `${env.HOME ?? ""}\0${env.XDG_CONFIG_HOME ?? ""}\0${env.XDG_DATA_HOME ?? ""}\0${env.CVISOR_HOME ?? ""}`;
+  if (hiddenMemo?.key !== key)
+    hiddenMemo = { key, paths: [...credentialPaths(env), cvisorHome(env)] };
+  return [...hiddenMemo.paths];
 }
+
+let hiddenMemo: { key: string; paths: string[] } | undefined;
 
 /**
  * Where ephemeral sandboxes live: cvisor's state directory (ephemeral/ under it, next to

@@ -72,7 +72,7 @@ typedef struct cv_run_result {
     int32_t killed;        /* 1 when cv_run_kill() killed the tree */
     int32_t exec_errno;    /* CV_RUN_EXEC_FAILED: errno of execvp (ENOENT, EACCES, ...) */
     int32_t error;         /* CV_RUN_FAILED: enum cv_error */
-    int32_t pad_;
+    int32_t denials;       /* distinct calls the supervisor refused (cv_run_denials_json) */
     double duration_ms;    /* from cv_run_start to the end of the tree */
     double user_ms;        /* rusage of the guest tree (children of the init) */
     double system_ms;
@@ -89,6 +89,8 @@ CV_API int cv_run_set_cwd(cv_run *r, const char *dir);          /* default: the 
 /* An absolute path the guest must not read (credentials, the sandbox storage): left out
  * of the Landlock grant, with everything below it. Repeatable. */
 CV_API int cv_run_add_hidden(cv_run *r, const char *path);
+/* The same for several paths at once: len bytes of NUL-terminated paths, one after another. */
+CV_API int cv_run_add_hidden_list(cv_run *r, const char *paths, size_t len);
 /* Fds of the calling process given to the guest as 0, 1, 2 (-1: /dev/null). They are
  * dup'd into the guest at start; the caller may close its copies after cv_run_start. */
 CV_API int cv_run_set_stdio(cv_run *r, int in_fd, int out_fd, int err_fd);

@@ -95,7 +95,7 @@ export function finishRun(run: native.NativeRun, withNotifications = true): Fini
   const raw = native.getResult(run);
   const failure = runFailure(raw, native.strerror);
   const notifications = failure || !withNotifications ? {} : native.statsJson(run);
-  const denials = failure ? [] : native.denials(run);
+  const denials = failure || raw.denials === 0 ? [] : native.denials(run);
   native.free(run);
   return { raw, failure, notifications, denials };
 }

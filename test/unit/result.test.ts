@@ -20,6 +20,7 @@ function raw(fields: Partial<NativeRunResult>): NativeRunResult {
     systemMs: 0.25,
     maxRssKb: 1024,
     notifications: 3,
+    denials: 0,
     message: "",
     ...fields,
   };

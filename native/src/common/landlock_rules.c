@@ -161,6 +161,9 @@ int cv_fs_ruleset_build(int abi, const char *const *ttys, const char *const *hid
                         struct cv_ll_expanded *x, const char **what) {
     struct cv_ll_ruleset_attr attr = {.handled_access_fs = cv_landlock_fs_rights(abi)};
     attr.handled_access_fs &= ~CV_LL_IOCTL_DEV; /* device ioctls: see docs/ARCHITECTURE.md */
+    /* The init's signals stay in its sandbox: its kill(-1), when the supervisor dies, reaches the
+     * guests (whose domains are below this one) and no other process of the user. */
+    if (abi >= 6) attr.scoped = CV_LL_SCOPE_SIGNAL;
     *what = "landlock_create_ruleset";
     cv_autoclose int rs = cv_landlock_create(&attr, abi);
     if (rs < 0) return -errno;

@@ -29,6 +29,17 @@ int cv_guest_valid(const struct cv_guest *g) {
     return ioctl(g->listener, SECCOMP_IOCTL_NOTIF_ID_VALID, &id) == 0;
 }
 
+/* The check after an access; it covers every earlier one too, so a path read on credit is paid. */
+static int checked(struct cv_guest *g) {
+    if (!cv_guest_valid(g)) return 0;
+    g->owed = 0;
+    return 1;
+}
+
+int cv_guest_settle(struct cv_guest *g) {
+    return !g->owed || checked(g) ? 0 : -ESRCH;
+}
+
 /* Tgid, Threads and Umask, from one read of /proc/<tid>/status. */
 static void read_status(struct cv_guest *g) {
     if (g->tgid) return;
@@ -42,7 +53,7 @@ static void read_status(struct cv_guest *g) {
         const char *u = strstr(buf, "Umask:");
         if (u) mask = (mode_t)strtol(u + 6, NULL, 8) & 0777;
     }
-    if (!cv_guest_valid(g)) tgid = threads = -1; /* not this thread's any more */
+    if (!checked(g)) tgid = threads = -1; /* not this thread's any more */
     g->tgid = tgid > 0 ? (pid_t)tgid : g->tid;
     if (!g->threads) g->threads = threads > 0 ? (int)threads : -1; /* unknown: never taken as stable */
     g->umask = mask;
@@ -90,10 +101,11 @@ static int thread_count(pid_t tid) {
 
 int cv_guest_fds_stable(struct cv_guest *g) {
     if (g->threads) return g->threads == 1;
+    /* One thread now means none can appear before the reply (only this blocked one could make
+     * it). The count is about this thread's process only if the notification is still pending
+     * afterwards: every caller fetches or reads the fd next, a checked call, before acting. */
     int n = thread_count(g->tid);
-    /* Checked after: the tid was this thread's while it was counted. One thread then means none
-     * can appear before the reply (only this blocked one could make it). */
-    g->threads = cv_guest_valid(g) && n > 0 ? n : -1;
+    g->threads = n > 0 ? n : -1;
     return g->threads == 1;
 }
 
@@ -126,20 +138,26 @@ int cv_guest_peek(const struct cv_guest *g, uint64_t addr, void *buf, size_t len
 
 int cv_guest_path(struct cv_guest *g, uint64_t addr, char *buf, size_t len) {
     ssize_t r = cv_guest_peek_str(g, addr, buf, len);
-    if (!cv_guest_valid(g)) return -ESRCH;
+    if (!checked(g)) return -ESRCH;
+    return r < 0 ? (int)r : 0;
+}
+
+int cv_guest_path_owed(struct cv_guest *g, uint64_t addr, char *buf, size_t len) {
+    ssize_t r = cv_guest_peek_str(g, addr, buf, len);
+    g->owed = 1;
     return r < 0 ? (int)r : 0;
 }
 
 int cv_guest_read(struct cv_guest *g, uint64_t addr, void *buf, size_t len) {
     int r = cv_guest_peek(g, addr, buf, len);
-    if (!cv_guest_valid(g)) return -ESRCH;
+    if (!checked(g)) return -ESRCH;
     return r;
 }
 
 int cv_guest_write(struct cv_guest *g, uint64_t addr, const void *buf, size_t len) {
     /* Checked first: a tid that died is reused only after the pid counter wrapped around, not in
      * the microsecond between the check and the write. */
-    if (!cv_guest_valid(g)) return -ESRCH;
+    if (!checked(g)) return -ESRCH;
     struct iovec local = {(void *)buf, len};
     struct iovec remote = {(void *)(uintptr_t)addr, len};
     ssize_t n = process_vm_writev(g->tid, &local, 1, &remote, 1, 0);
@@ -152,7 +170,7 @@ int cv_guest_fd(struct cv_guest *g, int gfd) {
     cv_autoclose int pidfd = (int)syscall(__NR_pidfd_open, g->tid, PIDFD_THREAD);
     if (pidfd < 0) pidfd = (int)syscall(__NR_pidfd_open, cv_guest_tgid(g), 0);
     if (pidfd < 0) return -ESRCH;
-    if (!cv_guest_valid(g)) return -ESRCH; /* the pidfd may name a process that took the tid */
+    if (!checked(g)) return -ESRCH; /* the pidfd may name a process that took the tid */
     int fd = (int)syscall(__NR_pidfd_getfd, pidfd, gfd, 0);
     return fd < 0 ? -errno : fd;
 }
@@ -161,7 +179,7 @@ ssize_t cv_guest_link(struct cv_guest *g, const char *what, char *buf, size_t le
     char path[96];
     snprintf(path, sizeof path, "/proc/%d/%s", (int)g->tid, what);
     ssize_t n = cv_readlink(path, buf, len);
-    if (!cv_guest_valid(g)) return -ESRCH;
+    if (!checked(g)) return -ESRCH;
     return n;
 }
 
@@ -170,7 +188,7 @@ int cv_guest_open(struct cv_guest *g, const char *what, int flags) {
     snprintf(path, sizeof path, "/proc/%d/%s", (int)g->tid, what);
     int fd = open(path, flags | O_CLOEXEC);
     int e = errno;
-    if (!cv_guest_valid(g)) {
+    if (!checked(g)) {
         if (fd >= 0) close(fd);
         return -ESRCH;
     }

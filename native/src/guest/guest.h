@@ -20,6 +20,7 @@ struct cv_guest {
     pid_t tgid;   /* these three: read once from /proc/<tid>/status (0 until then) */
     int threads;
     mode_t umask;
+    int owed;     /* memory was read whose check is still to come (cv_guest_path_owed) */
 };
 
 /* A guest without a notification: a process (the unit tests) that plays its own guest. */
@@ -35,11 +36,18 @@ pid_t cv_guest_tgid(struct cv_guest *g);
 mode_t cv_guest_umask(struct cv_guest *g);
 /* The caller's fd table cannot change before the reply: its process has one thread, and no
  * other process shares the table (the filter refuses CLONE_FILES without CLONE_THREAD). An fd
- * the supervisor looked at is then the one the kernel uses if the call is continued. */
+ * the supervisor looked at is then the one the kernel uses if the call is continued. Not checked
+ * on its own: it counts once a checked call follows (cv_guest_fd, cv_guest_link) before acting. */
 int cv_guest_fds_stable(struct cv_guest *g);
 
 /* A NUL-terminated string at addr (a path): 0, or -EFAULT, -ENAMETOOLONG, -ESRCH. */
 int cv_guest_path(struct cv_guest *g, uint64_t addr, char *buf, size_t len);
+/* The same, with the check owed: the next checked call pays it (one check covers every access
+ * before it), or cv_guest_settle. For a path handed straight to cv_vresolve, which settles
+ * before acting on it: a path relative to a guest fd then costs one check, not two. */
+int cv_guest_path_owed(struct cv_guest *g, uint64_t addr, char *buf, size_t len);
+/* Pay an owed check: 0, or -ESRCH when the notification is gone (drop what was read). */
+int cv_guest_settle(struct cv_guest *g);
 /* Exactly len bytes at addr: 0 or -EFAULT, -ESRCH. */
 int cv_guest_read(struct cv_guest *g, uint64_t addr, void *buf, size_t len);
 /* The same without the validity check, for a series of reads (argv, envp): the caller checks

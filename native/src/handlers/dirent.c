@@ -49,6 +49,7 @@ static int skip_name(const char *name, void *arg) {
 
 /* Some hidden path lives directly in vdir. */
 static int holds_hidden(const struct cv_run *r, const char *vdir) {
+    if (!cv_vfs_may_touch_hidden(r, vdir)) return 0;
     size_t l = strlen(vdir);
     for (size_t i = 0; i < r->nhide; i++) {
         const char *h = r->hide[i];
@@ -266,25 +267,26 @@ struct cv_reply cv_h_dirent(struct cv_notif *n) {
         out = cv_err(ENOENT);
     } else if (r->nlower) {
         out = layered(n, &d, vdir, old_abi, &ctx);
-    } else {
-        int in_upper = cv_vfs_in_store(r, d.real); /* no read-only layers: the upper */
+    } else if (cv_vfs_in_store(r, d.real)) { /* no read-only layers: the upper */
         cv_autoclose int up = -1;
         cv_autoclose int low = -1;
-        if (copy_of(n, &d) < 0) {
-            out = cv_err(EBADF);
-        } else if (in_upper) {
-            up = openat(d.s, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-            /* The host twin shows through unless the directory is opaque or replaced a host one. */
-            struct cv_vnode v;
-            if (up >= 0 && cv_vresolve(&n->ctx, AT_FDCWD, vdir, 0, &v) == 0) {
-                if (v.exists && v.lower_dir && !v.opaque) low = open(vdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-                cv_vnode_release(&v);
-            }
-            int fds[2] = {up, low};
-            out = up < 0 ? cv_err(EBADF) : list(n, d.s, fds, 2, 0, old_abi, &ctx);
-        } else if ((up = cv_ov_open_upper(r, vdir, O_RDONLY | O_DIRECTORY, 0)) < 0) {
+        if (copy_of(n, &d) >= 0) up = openat(d.s, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        /* The host twin shows through unless the directory is opaque or replaced a host one. */
+        struct cv_vnode v;
+        if (up >= 0 && cv_vresolve(&n->ctx, AT_FDCWD, vdir, 0, &v) == 0) {
+            if (v.exists && v.lower_dir && !v.opaque) low = open(vdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+            cv_vnode_release(&v);
+        }
+        int fds[2] = {up, low};
+        out = up < 0 ? cv_err(EBADF) : list(n, d.s, fds, 2, 0, old_abi, &ctx);
+    } else {
+        cv_autoclose int up = cv_ov_open_upper(r, vdir, O_RDONLY | O_DIRECTORY, 0);
+        cv_autoclose int low = -1;
+        if (up < 0) {
             up = -1;
-            out = host_listing(n, &d, vdir, old_abi, &ctx);
+            out = host_listing(n, &d, vdir, old_abi, &ctx); /* a host directory with no changes */
+        } else if (copy_of(n, &d) < 0) {
+            out = cv_err(EBADF);
         } else {
             /* An opaque twin: the host directory the guest holds was deleted and made again. */
             if (!cv_ov_is_opaque(up)) low = openat(d.s, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);

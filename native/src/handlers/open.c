@@ -107,7 +107,7 @@ struct cv_reply cv_h_open(struct cv_notif *n) {
         path_addr = a[0], flags = (int)a[1], mode = (mode_t)a[2];
     }
     char path[PATH_MAX];
-    int r = cv_guest_path(&n->g, path_addr, path, sizeof path);
+    int r = cv_guest_path_owed(&n->g, path_addr, path, sizeof path); /* cv_vresolve settles */
     if (r < 0) return cv_err(-r);
     return cv_open_path(n, dirfd, path, flags, mode);
 }

@@ -43,7 +43,7 @@ static int resolve_text(struct cv_notif *n, int dirfd, const char *path, int fla
     *fd_only = 0;
     if (!*path && empty_ok) {
         *fd_only = 1;
-        return 0;
+        return cv_guest_settle(&n->g);
     }
     int e = cv_vresolve(&n->ctx, dirfd, path, flags, v);
     if (e < 0) return e;
@@ -62,7 +62,7 @@ static int resolve_text(struct cv_notif *n, int dirfd, const char *path, int fla
 static int resolve_arg(struct cv_notif *n, int dirfd, uint64_t addr, int flags, int empty_ok, struct cv_vnode *v,
                        int *fd_only) {
     char path[PATH_MAX];
-    int e = cv_guest_path(&n->g, addr, path, sizeof path);
+    int e = cv_guest_path_owed(&n->g, addr, path, sizeof path); /* resolve_text settles */
     *fd_only = 0;
     if (e < 0) return e;
     return resolve_text(n, dirfd, path, flags, empty_ok, v, fd_only);

@@ -215,10 +215,7 @@ static int init_main(int argc, char **argv) {
     /* Fail closed: a ruleset built here would not know the run's hidden paths. */
     if (ruleset < 0) setup_failed(CV_ERR_LANDLOCK, EINVAL, "no Landlock ruleset from the supervisor");
     if (cv_landlock_restrict(ruleset) < 0) setup_failed(CV_ERR_LANDLOCK, errno, what);
-    close(ruleset);
-    /* The init's own signal scope: its kill(-1) reaches the sandbox and nothing else. */
-    r = cv_apply_scope_domain(abi);
-    if (r < 0) setup_failed(CV_ERR_LANDLOCK, -r, "landlock scope domain");
+    close(ruleset); /* domain A also scopes the init's signals (common/landlock_rules.c) */
     /* With --host-view the sandbox shows the host minus hidden paths: a PATH entry before the
      * host's first hit has no CMD in the sandbox either, so the walk is done here, before the
      * filter, where a stat is not a round trip to the supervisor. The hit itself is checked

@@ -60,7 +60,28 @@ static int is_under(const char *path, const char *prefix) {
 
 int cv_vfs_hidden(const struct cv_run *r, const char *vpath) { return cv_vfs_hidden_root(r, vpath) != NULL; }
 
+/* vpath lies in the directory that holds every hidden path (so one of them may hide it). */
+static int near_hidden(const struct cv_run *r, const char *vpath) {
+    size_t l = r->hide_common_len;
+    if (!r->nhide) return 0;
+    if (l <= 1) return 1; /* "/" (or ""): everything is near */
+    return !strncmp(vpath, r->hide[0], l) && (vpath[l] == 0 || vpath[l] == '/');
+}
+
+/* Some hidden path is p, lies below it, or holds it (p and the directory holding them all are
+ * one inside the other). */
+int cv_vfs_may_touch_hidden(const struct cv_run *r, const char *p) {
+    if (!r->nhide) return 0;
+    size_t cl = r->hide_common_len, pl = strlen(p);
+    if (cl <= 1 || pl <= 1) return 1;
+    size_t m = cl < pl ? cl : pl;
+    if (strncmp(p, r->hide[0], m)) return 0;
+    if (cl == pl) return 1;
+    return cl < pl ? p[cl] == '/' : r->hide[0][pl] == '/';
+}
+
 const char *cv_vfs_hidden_root(const struct cv_run *r, const char *vpath) {
+    if (!near_hidden(r, vpath)) return NULL;
     for (size_t i = 0; i < r->nhide; i++)
         if (is_under(vpath, r->hide[i])) return r->hide[i];
     return NULL;
@@ -265,8 +286,9 @@ static void skip_host_dirs(const struct cv_run *r, struct wdir *d, char **pp) {
     memcpy(full + dl + 1, rest, rl + 1);
     size_t fl = strlen(full);
     while (fl > 1 && full[fl - 1] == '/') full[--fl] = 0;
-    for (size_t i = 0; i < r->nhide; i++) /* a hidden path on the way or below */
-        if (is_under(full, r->hide[i]) || is_under(r->hide[i], full)) return;
+    if (cv_vfs_may_touch_hidden(r, full)) /* a hidden path on the way or below */
+        for (size_t i = 0; i < r->nhide; i++)
+            if (is_under(full, r->hide[i]) || is_under(r->hide[i], full)) return;
     if (!strncmp(full, "/proc", 5) && (!full[5] || full[5] == '/')) return;
     struct open_how how = {.flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
                            .resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS};
@@ -325,8 +347,8 @@ static int start_dir(const struct cv_vctx *c, int dirfd, struct wdir *d, int *in
     } else {
         snprintf(what, sizeof what, "fd/%d", dirfd);
     }
-    cv_autoclose int fd = cv_guest_open(c->guest, what, O_PATH);
-    if (fd == -ESRCH) return fd;
+    cv_autoclose int fd = cv_guest_open(c->guest, what, O_PATH | O_DIRECTORY);
+    if (fd == -ESRCH || fd == -ENOTDIR) return fd;
     if (fd < 0) return dirfd == AT_FDCWD ? -ENOENT : -EBADF;
     snprintf(self, sizeof self, "/proc/self/fd/%d", fd);
     if (cv_readlink(self, real, sizeof real) < 0) return dirfd == AT_FDCWD ? -ENOENT : -EBADF;
@@ -345,8 +367,6 @@ static int start_dir(const struct cv_vctx *c, int dirfd, struct wdir *d, int *in
     /* Under read-only layers, a host directory may have twins in them: walk the view. */
     if (r->nlower) return dir_at(r, vpath, d);
     /* A host directory: it shows as itself; its upper twin, if any, holds the changes. */
-    struct stat st;
-    if (fstat(fd, &st) < 0 || !S_ISDIR(st.st_mode)) return -ENOTDIR;
     d->low = cv_steal_fd(&fd);
     strcpy(d->vpath, vpath);
     d->up = cv_ov_open_upper(r, vpath, O_PATH | O_DIRECTORY, 0);
@@ -389,6 +409,7 @@ static int set_src(struct cv_vnode *v) {
 }
 
 static int proc_handoff(const struct cv_vctx *c, int dirfd, const char *path, int flags, struct cv_vnode *v) {
+    if (cv_guest_settle(c->guest) < 0) return -ESRCH;
     v->in_proc = 1;
     int e = cv_resolve(c, dirfd, path, flags, &v->proc);
     if (e < 0) return e;
@@ -477,6 +498,12 @@ int cv_vresolve(const struct cv_vctx *c, int dirfd, const char *path, int flags,
     int e, in_proc = 0;
     if (path[0] == '/') e = root_dir(r, &d);
     else e = start_dir(c, dirfd, &d, &in_proc, &v->touched);
+    /* A path read on credit (cv_guest_path_owed) is paid for before anything acts on it; the
+     * check after start_dir's look at a guest fd, when it made one, already paid. */
+    if (cv_guest_settle(c->guest) < 0) {
+        wdir_close(&d);
+        return -ESRCH;
+    }
     if (in_proc) return proc_handoff(c, dirfd, path, flags, v);
     if (e == -ESTALE) {
         int held = d.up;

@@ -86,5 +86,7 @@ int cv_vfs_in_upper(const struct cv_run *r, const char *real);
  * of the hide list that hides it, or NULL. */
 int cv_vfs_hidden(const struct cv_run *r, const char *vpath);
 const char *cv_vfs_hidden_root(const struct cv_run *r, const char *vpath);
+/* Some hidden path is p, lies below it or holds it: 0 rules all of them out at once. */
+int cv_vfs_may_touch_hidden(const struct cv_run *r, const char *p);
 
 #endif

@@ -152,6 +152,9 @@ static void finish(struct cv_run *r, struct state *s, int timed_out, int killed)
     res->system_ms = (double)s->stime_us / 1e3;
     res->max_rss_kb = s->maxrss_kb;
     res->notifications = atomic_load(&r->total);
+    pthread_mutex_lock(&r->deny_lock);
+    res->denials = (int32_t)r->ndeny;
+    pthread_mutex_unlock(&r->deny_lock);
     res->duration_ms = cv_ms_since(&r->t0);
 }
 

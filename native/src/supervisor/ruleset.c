@@ -29,8 +29,14 @@ static char *hide_key(const struct cv_run *r) {
     for (size_t i = 0; i < r->nhide; i++) len += strlen(r->hide[i]) + 1;
     char *k = malloc(len);
     if (!k) return NULL;
-    k[0] = 0;
-    for (size_t i = 0; i < r->nhide; i++) strcat(strcat(k, r->hide[i]), "\n");
+    char *w = k;
+    for (size_t i = 0; i < r->nhide; i++) {
+        size_t l = strlen(r->hide[i]);
+        memcpy(w, r->hide[i], l);
+        w[l] = '\n';
+        w += l + 1;
+    }
+    *w = 0;
     return k;
 }
 

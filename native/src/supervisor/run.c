@@ -75,23 +75,50 @@ CV_API int cv_run_add_env(cv_run *r, const char *kv) {
     return push(&r->envp, &r->envc, &r->env_cap, kv);
 }
 
+/* Keep hide_common the deepest directory holding every hidden path: a path outside it is hidden
+ * by none of them, which is what nearly every look-up asks (overlay/vfs.c). */
+static int add_hidden(struct cv_run *r, const char *real) {
+    int e = push(&r->hide, &r->nhide, &r->hide_cap, real);
+    if (e < 0) return e;
+    size_t l = strlen(real);
+    if (r->nhide == 1) {
+        r->hide_common_len = l;
+        return 0;
+    }
+    const char *first = r->hide[0];
+    size_t c = 0;
+    while (c < r->hide_common_len && c < l && first[c] == real[c]) c++;
+    /* a directory boundary of both, else back to the last '/' */
+    if (!((c == r->hide_common_len || first[c] == '/') && (c == l || real[c] == '/')))
+        while (c > 0 && first[c] != '/') c--;
+    r->hide_common_len = c;
+    return 0;
+}
+
 CV_API int cv_run_add_hidden(cv_run *r, const char *path) {
     NOT_STARTED(r);
     if (!path || path[0] != '/') return CV_ERR_INVALID;
-    /* Landlock rules name inodes: hide where the path really is. A path that does not
-     * exist yet is kept under its real parent, so that it stays hidden if it appears. */
+    /* Landlock rules name inodes: hide where the path really is (hide.c). */
+    if (!r->hide_round) r->hide_round = cv_hide_round();
     char real[PATH_MAX];
-    if (realpath(path, real)) return push(&r->hide, &r->nhide, &r->hide_cap, real);
-    char parent[PATH_MAX], canon_parent[PATH_MAX];
-    snprintf(parent, sizeof parent, "%s", path);
-    char *slash = strrchr(parent, '/');
-    if (!slash || !slash[1]) return 0;
-    *slash = 0;
-    if (!realpath(parent[0] ? parent : "/", canon_parent)) return 0; /* no parent: nothing to hide */
-    if ((size_t)snprintf(real, sizeof real, "%s/%s", strcmp(canon_parent, "/") ? canon_parent : "",
-                         slash + 1) >= sizeof real)
-        return CV_ERR_INVALID;
-    return push(&r->hide, &r->nhide, &r->hide_cap, real);
+    int e = cv_hide_canonical(path, r->hide_round, real, sizeof real);
+    if (e == -ENOENT) return 0; /* no parent: nothing to hide */
+    if (e < 0) return CV_ERR_INVALID;
+    return add_hidden(r, real);
+}
+
+CV_API int cv_run_add_hidden_list(cv_run *r, const char *paths, size_t len) {
+    NOT_STARTED(r);
+    if (!paths) return CV_ERR_INVALID;
+    for (size_t at = 0; at < len;) {
+        const char *p = paths + at;
+        const char *nul = memchr(p, 0, len - at);
+        if (!nul) return CV_ERR_INVALID;
+        int e = cv_run_add_hidden(r, p);
+        if (e < 0) return e;
+        at += (size_t)(nul - p) + 1;
+    }
+    return 0;
 }
 
 CV_API int cv_run_set_cwd(cv_run *r, const char *dir) {

@@ -66,6 +66,8 @@ struct cv_run {
     char **envp;
     size_t envc, env_cap;
     char **hide;              /* absolute, symlink-free paths the guest must not read */
+    size_t hide_common_len;   /* hide[0]'s first hide_common_len bytes: a directory holding all */
+    uint64_t hide_round;      /* hide.c: this run's check of the cached directories */
     size_t nhide, hide_cap;
     char *cwd;
     char *hostname;
@@ -142,6 +144,13 @@ void cv_run_unref(struct cv_run *r);
 void cv_run_mark_finished(struct cv_run *r);
 void cv_run_fail(struct cv_run *r, int err, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+
+/* hide.c: path canonicalized as Landlock sees it, from directories cached for the process and
+ * checked once per round (one round per run). 0, -ENOENT (its parent does not exist), -errno. */
+uint64_t cv_hide_round(void);
+int cv_hide_canonical(const char *path, uint64_t round, char *out, size_t len);
+/* The directory fds that cache holds (kept for the life of the process). */
+size_t cv_hide_cached_fds(void);
 
 /* handlers/lock.c: the shadows go with the run. */
 void cv_locks_free(struct cv_run *r);
