@@ -210,28 +210,40 @@ function sleepers(mark: string): number[] {
     .map((p) => p.pid);
 }
 
+/** A sleeper in the background and a setsid daemon, both carrying `mark`, as a guest's argv. */
+function orphanGuest(mark: string): string[] {
+  return ["sh", "-c", `"$0" 300 "$1" & "$0" --daemon 300 "$1"; wait`, sleeper(), mark];
+}
+
+/**
+ * Starts the supervisor (`start` reports its pid), waits for both guests, kills the supervisor
+ * with SIGKILL and asserts the guests are gone within a second.
+ */
+async function treeDiesWithSupervisor(
+  mark: string,
+  start: (onSpawn: (pid: number) => void) => Promise<unknown>,
+): Promise<void> {
+  try {
+    let pid = 0;
+    const run = start((p) => (pid = p));
+    assert.ok(await waitFor(() => sleepers(mark).length >= 2, 10_000), "the guests never started");
+    const guests = sleepers(mark);
+    process.kill(pid, "SIGKILL");
+    await run;
+    const gone = await waitFor(() => guests.every((g) => !isAlive(g)), 1000);
+    assert.ok(gone, `still alive after 1 s: ${guests.filter((g) => isAlive(g)).join(" ")}`);
+  } finally {
+    killAllWith(mark);
+  }
+}
+
 gtest(
   "kill -9 of the CLI: the whole tree, setsid daemons included, is dead within a second",
   async () => {
     const mark = uniqueToken("cvisor-orphan");
-    try {
-      let cliPid = 0;
-      const run = runCli(
-        ["--", "sh", "-c", `"$0" 300 "$1" & "$0" --daemon 300 "$1"; wait`, sleeper(), mark],
-        { onSpawn: (pid) => (cliPid = pid), timeoutMs: 60_000 },
-      );
-      assert.ok(
-        await waitFor(() => sleepers(mark).length >= 2, 10_000),
-        "the guests never started",
-      );
-      const guests = sleepers(mark);
-      process.kill(cliPid, "SIGKILL");
-      await run;
-      const gone = await waitFor(() => guests.every((pid) => !isAlive(pid)), 1000);
-      assert.ok(gone, `still alive after 1 s: ${guests.filter((pid) => isAlive(pid)).join(" ")}`);
-    } finally {
-      killAllWith(mark);
-    }
+    await treeDiesWithSupervisor(mark, (onSpawn) =>
+      runCli(["--", ...orphanGuest(mark)], { onSpawn, timeoutMs: 60_000 }),
+    );
   },
 );
 
@@ -240,34 +252,12 @@ gtest(
   async () => {
     const mark = uniqueToken("cvisor-lib-orphan");
     const child = path.join(repoRoot, "dist", "test", "helpers", "lib-child.js");
-    try {
-      let pid = 0;
-      const run = runProcess(
-        process.execPath,
-        [
-          child,
-          JSON.stringify([
-            "sh",
-            "-c",
-            `"$0" 300 "$1" & "$0" --daemon 300 "$1"; wait`,
-            sleeper(),
-            mark,
-          ]),
-        ],
-        { onSpawn: (p) => (pid = p), timeoutMs: 60_000 },
-      );
-      assert.ok(
-        await waitFor(() => sleepers(mark).length >= 2, 10_000),
-        "the guests never started",
-      );
-      const guests = sleepers(mark);
-      process.kill(pid, "SIGKILL");
-      await run;
-      const gone = await waitFor(() => guests.every((g) => !isAlive(g)), 1000);
-      assert.ok(gone, `still alive after 1 s: ${guests.filter((g) => isAlive(g)).join(" ")}`);
-    } finally {
-      killAllWith(mark);
-    }
+    await treeDiesWithSupervisor(mark, (onSpawn) =>
+      runProcess(process.execPath, [child, JSON.stringify(orphanGuest(mark))], {
+        onSpawn,
+        timeoutMs: 60_000,
+      }),
+    );
   },
 );
 
