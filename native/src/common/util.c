@@ -1,6 +1,7 @@
 #include "util.h"
 
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -54,6 +55,13 @@ long cv_proc_field(const char *text, const char *key) {
         if (p) p++;
     }
     return -1;
+}
+
+pid_t cv_pidfd_pid(int fd) {
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/self/fdinfo/%d", fd);
+    if (cv_read_small(path, buf, sizeof buf) <= 0) return -1;
+    return (pid_t)cv_proc_field(buf, "Pid");
 }
 
 char *cv_next_component(char **pp, int *trailing, int *last) {

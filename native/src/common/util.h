@@ -43,6 +43,8 @@ ssize_t cv_readlinkat(int dirfd, const char *path, char *buf, size_t len);
 ssize_t cv_read_small(const char *path, char *buf, size_t len);
 /* Parse "Key:\t<number>" from a /proc status-like text. -1 if missing. */
 long cv_proc_field(const char *text, const char *key);
+/* The process a pidfd (ours) names, from its fdinfo; <= 0 when it has exited or is unknown. */
+pid_t cv_pidfd_pid(int fd);
 
 /* One component of a path being walked in place: *p is cut after it (a NUL over the '/').
  * Returns the component, or NULL at the end; *trailing: a '/' followed it; *last: nothing but

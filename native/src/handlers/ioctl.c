@@ -17,13 +17,6 @@
 #include "common/util.h"
 #include "handlers.h"
 
-static pid_t pidfd_pid(int fd) {
-    char path[64], buf[512];
-    snprintf(path, sizeof path, "/proc/self/fdinfo/%d", fd);
-    if (cv_read_small(path, buf, sizeof buf) <= 0) return -1;
-    return (pid_t)cv_proc_field(buf, "Pid");
-}
-
 struct cv_reply cv_h_ioctl(struct cv_notif *n) {
     int stable = cv_guest_fds_stable(&n->g);
     cv_autoclose int s = cv_guest_fd(&n->g, (int)n->req->data.args[0]);
@@ -37,7 +30,7 @@ struct cv_reply cv_h_ioctl(struct cv_notif *n) {
     char self[64], link[PATH_MAX];
     snprintf(self, sizeof self, "/proc/self/fd/%d", s);
     if (cv_readlink(self, link, sizeof link) > 0 && !strcmp(link, "anon_inode:[pidfd]")) {
-        pid_t pid = pidfd_pid(s);
+        pid_t pid = cv_pidfd_pid(s);
         if (pid > 0 && !cv_proc_visible(n, pid)) return cv_err(ENOTTY);
     }
     if (stable) return cv_continue();

@@ -27,14 +27,6 @@ static struct cv_reply group_kill(struct cv_notif *n, pid_t pid, int sig) {
     return count > 0 ? cv_val(0) : cv_err(ESRCH);
 }
 
-/* The process a pidfd of the guest names, from our copy of it. */
-static pid_t pidfd_pid(int fd) {
-    char path[64], buf[512];
-    snprintf(path, sizeof path, "/proc/self/fdinfo/%d", fd);
-    if (cv_read_small(path, buf, sizeof buf) <= 0) return -1;
-    return (pid_t)cv_proc_field(buf, "Pid");
-}
-
 struct cv_reply cv_h_signal(struct cv_notif *n) {
     const __u64 *a = n->req->data.args;
     pid_t target;
@@ -57,7 +49,7 @@ struct cv_reply cv_h_signal(struct cv_notif *n) {
         int stable = cv_guest_fds_stable(&n->g);
         cv_autoclose int s = cv_guest_fd(&n->g, (int)a[0]);
         if (s < 0) return cv_err(EBADF);
-        target = pidfd_pid(s);
+        target = cv_pidfd_pid(s);
         if (target <= 0) return cv_err(target == 0 ? ESRCH : EBADF);
         if (!member(n, target)) return cv_err(ESRCH);
         if (stable) return cv_continue();
