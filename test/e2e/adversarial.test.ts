@@ -21,7 +21,15 @@ import {
   writeFileSync,
 } from "node:fs";
 import path from "node:path";
-import { overlayProbe, prober, racer, treeDumper } from "../helpers/cc.js";
+import {
+  overlayProbe,
+  prober,
+  racer,
+  RACE_EXEC_ROUNDS,
+  RACE_ROUNDS,
+  RACE_TIMEOUT,
+  treeDumper,
+} from "../helpers/cc.js";
 import { diffTrees, parseDump } from "../helpers/differential.js";
 import { HELLO_TEXT, type Fixture } from "../helpers/fixture.js";
 import { diffSnapshots, gtest, snapshot, type WalkOptions } from "../helpers/guard.js";
@@ -34,8 +42,6 @@ import {
   which,
   type CliResult,
 } from "../helpers/repo.js";
-
-const RACE_SECONDS = "1.5";
 
 // ---- helpers ------------------------------------------------------------------------------
 
@@ -655,18 +661,18 @@ gtest(
     const other = await otherSandbox(fx, w);
     const unchangedHome = watchDir(w.home, "the fake $HOME");
     const unchangedOther = watchDir(w.upper("other"), "the other sandbox's layer");
-    const opts = { extraEnv: w.env, cwd: fx.root, timeoutMs: 30_000 };
+    const opts = { extraEnv: w.env, cwd: fx.root, timeoutMs: RACE_TIMEOUT };
     for (const bad of [path.join(w.home, ".ssh", "id"), other.file]) {
       const r = await cvisor(
         ["--sandbox", "s"],
-        [racer(), "rename", fx.p("race-good.txt"), bad, RACE_SECONDS, fx.p("race-dest.txt")],
+        [racer(), "rename", fx.p("race-good.txt"), bad, RACE_ROUNDS, fx.p("race-dest.txt")],
         opts,
       );
       assert.equal(r.code, 0, show(r));
       assertNoSecret(r, w, other.secret);
       const s = summary(r, "rename");
       assert.equal(s.bad, 0, show(r));
-      assert.ok(s.opens > 200 && s.good > 0, show(r));
+      assert.ok(s.opens >= Number(RACE_ROUNDS) && s.good > 0, show(r));
     }
     const after = await cvisor(
       ["--sandbox", "s"],
@@ -678,6 +684,7 @@ gtest(
     unchangedHome();
     unchangedOther();
   },
+  { timeout: 2 * RACE_TIMEOUT },
 );
 
 gtest(
@@ -689,7 +696,7 @@ gtest(
     const good = path.join(fx.scratch, "good-dir");
     mkdirSync(good);
     writeFileSync(path.join(good, "id"), "good id\n");
-    const opts = { extraEnv: w.env, cwd: fx.root, timeoutMs: 30_000 };
+    const opts = { extraEnv: w.env, cwd: fx.root, timeoutMs: RACE_TIMEOUT };
     const made = await cvisor(
       ["--sandbox", "s"],
       ["sh", "-c", "mkdir upper-dir && echo upper id > upper-dir/id"],
@@ -702,20 +709,20 @@ gtest(
       for (const bad of [path.join(w.home, ".ssh"), other.dir]) {
         const r = await cvisor(
           ["--sandbox", "s"],
-          [racer(), "chdir", goodDir, bad, RACE_SECONDS, "id"],
+          [racer(), "chdir", goodDir, bad, RACE_ROUNDS, "id"],
           opts,
         );
         assert.equal(r.code, 0, show(r));
         assertNoSecret(r, w, other.secret);
         const s = summary(r, "chdir");
         assert.equal(s.bad, 0, show(r));
-        assert.ok(s.opens > 200 && s.good > 0, show(r));
+        assert.ok(s.opens >= Number(RACE_ROUNDS) && s.good > 0, show(r));
       }
     }
     unchangedHome();
     unchangedOther();
   },
-  { timeout: 90_000 },
+  { timeout: 4 * RACE_TIMEOUT },
 );
 
 gtest(
@@ -730,25 +737,25 @@ gtest(
     assert.equal(direct.stdout, `${w.secrets[".ssh/run.sh"]}\n`);
     const truePath = which("true");
     assert.ok(truePath, "no true on PATH");
-    const opts = { extraEnv: w.env, cwd: fx.root, timeoutMs: 30_000 };
+    const opts = { extraEnv: w.env, cwd: fx.root, timeoutMs: RACE_TIMEOUT };
     const unchangedHome = watchDir(w.home, "the fake $HOME");
     const unchangedOther = watchDir(w.upper("other"), "the other sandbox's layer");
     for (const bad of [hidden, other.script]) {
       const r = await cvisor(
         ["--sandbox", "s"],
-        [racer(), "exec", truePath, bad, RACE_SECONDS],
+        [racer(), "exec", truePath, bad, RACE_EXEC_ROUNDS],
         opts,
       );
       assert.equal(r.code, 0, show(r));
       assertNoSecret(r, w, other.secret);
       const s = summary(r, "exec");
       assert.equal(s.bad, 0, show(r));
-      assert.ok(s.opens > 20 && s.good > 0, show(r));
+      assert.ok(s.opens >= Number(RACE_EXEC_ROUNDS) && s.good > 0, show(r));
     }
     unchangedHome();
     unchangedOther();
   },
-  { timeout: 90_000 },
+  { timeout: 4 * RACE_TIMEOUT },
 );
 
 gtest(

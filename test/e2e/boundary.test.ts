@@ -10,7 +10,7 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { mkdirSync, symlinkSync, writeFileSync } from "node:fs";
 import net from "node:net";
 import path from "node:path";
-import { flipper, prober, sleeper } from "../helpers/cc.js";
+import { flipper, prober, RACE_ROUNDS, RACE_TIMEOUT, sleeper } from "../helpers/cc.js";
 import { gtest } from "../helpers/guard.js";
 import {
   cvisor,
@@ -26,9 +26,7 @@ import {
   type CliResult,
 } from "../helpers/repo.js";
 
-const ITERATIONS = process.env.CVISOR_RACE_ITERATIONS ?? "20000";
-const RACE_ENV = ["-e", `CVISOR_RACE_ITERATIONS=${ITERATIONS}`];
-const RACE_TIMEOUT = 240_000;
+const RACE_ENV = ["-e", `CVISOR_RACE_ITERATIONS=${RACE_ROUNDS}`];
 
 /** The flipper's summary: calls made, calls that succeeded, calls that got what they must not. */
 function flipped(r: CliResult | string, mode: string): { tries: number; ok: number; bad: number } {
@@ -50,7 +48,7 @@ function assertRaced(r: CliResult, mode: string): void {
   assert.equal(r.code, 0, show(r));
   const s = flipped(r, mode);
   assert.equal(s.bad, 0, show(r));
-  assert.ok(s.tries >= Number(ITERATIONS) && s.ok > 0, `the race did not run:\n${show(r)}`);
+  assert.ok(s.tries >= Number(RACE_ROUNDS) && s.ok > 0, `the race did not run:\n${show(r)}`);
 }
 
 // ---- one fd, flipping between a file of the sandbox and a host file ----------------------

@@ -73,6 +73,16 @@ export function compileFixture(name: string): string {
   return out;
 }
 
+/**
+ * How many calls each race makes: $CVISOR_RACE_ITERATIONS (default 20 000). The exec race
+ * forks a child per round, each flipping until an execve works, so it counts children:
+ * $CVISOR_RACE_EXEC_ROUNDS (default 200).
+ */
+export const RACE_ROUNDS = process.env.CVISOR_RACE_ITERATIONS ?? "20000";
+export const RACE_EXEC_ROUNDS = process.env.CVISOR_RACE_EXEC_ROUNDS ?? "200";
+/** Time for one race run (a CLI run) and for a test of several. */
+export const RACE_TIMEOUT = 240_000;
+
 /** The races against the supervisor's decisions (test/fixtures/flipper.c). */
 export function flipper(): string {
   return compileFixture("flipper");
