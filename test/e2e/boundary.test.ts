@@ -508,6 +508,68 @@ gtest(
   },
 );
 
+// ---- devices held without access, reopened -------------------------------------------------
+
+/** A host process holding a pty of its own (another session's terminal); its slave's path. */
+function hostPty(): Promise<{ path: string; child: ChildProcess }> {
+  const child = spawn("python3", [
+    "-c",
+    "import os, sys; m, s = os.openpty(); print(os.ttyname(s), flush=True); sys.stdin.read()",
+  ]);
+  return new Promise((resolve, reject) => {
+    child.once("error", reject);
+    child.stdout?.once("data", (chunk: Buffer) =>
+      resolve({ path: chunk.toString().trim(), child }),
+    );
+  });
+}
+
+gtest(
+  "an O_PATH fd of a host device gives no access, reopened through /proc/self/fd or behind a symlink",
+  async () => {
+    const pty = await hostPty();
+    try {
+      const ops = [
+        ["/dev/null", "rw"],
+        [pty.path, "r"],
+        [pty.path, "rw"],
+        ["/dev/kmsg", "r"],
+      ];
+      const args = ops.flatMap(([dev, mode], i) => [
+        ...(i ? [";"] : []),
+        "reopen-opath",
+        dev ?? "",
+        mode ?? "",
+      ]);
+      const native = await runProcess(prober(), args);
+      assert.match(native.out, /^OK\nOK\nOK\n/, `natively the reopens work:\n${show(native)}`);
+      const r = await cvisor(["--json"], [prober(), ...args]);
+      assert.equal(r.code, 0, show(r));
+      assert.deepEqual(r.out.trim().split("\n"), ["OK", "EACCES", "EACCES", "EACCES"], show(r));
+      assert.match(r.err, /"target":"\/dev\/kmsg"/, show(r));
+      // The same devices behind a symlink of the sandbox, opened O_PATH: nothing to read.
+      const linked = await cvisor(
+        [],
+        [
+          "sh",
+          "-c",
+          `ln -s "$1" /tmp/kmsg-link && ln -s "$2" /tmp/pty-link && ` +
+            `"$0" opath-read /tmp/kmsg-link ";" opath-read /tmp/pty-link`,
+          prober(),
+          "/dev/kmsg",
+          pty.path,
+        ],
+      );
+      assert.equal(linked.code, 0, show(linked));
+      for (const line of linked.out.trim().split("\n")) {
+        assert.match(line, /^(EBADF|EACCES)$/, show(linked));
+      }
+    } finally {
+      pty.child.kill();
+    }
+  },
+);
+
 // ---- what was refused, readable -----------------------------------------------------------
 
 gtest(

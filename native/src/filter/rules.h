@@ -50,7 +50,6 @@ static const struct cv_ioctl_range cv_allowed_ioctls[] = {
     {0x541Eu, 0x5422u},         /* TIOCGSERIAL, TIOCSSERIAL, TIOCPKT, FIONBIO, TIOCNOTTY */
     {0x5424u, 0x5425u},         /* TIOCGETD, TCSBRKP (TIOCSETD 0x5423 is not) */
     {0x5427u, 0x5429u},         /* TIOCSBRK, TIOCCBRK, TIOCGSID */
-    {0x5441u, 0x5441u},         /* TIOCGPTPEER */
     {0x5450u, 0x5452u},         /* FIONCLEX, FIOCLEX, FIOASYNC */
     {0x5460u, 0x5460u},         /* FIOQSIZE */
     {0x802C542Au, 0x802C542Au}, /* TCGETS2 */

@@ -94,6 +94,15 @@ struct cv_reply cv_async(struct cv_notif *n, long (*fn)(void *arg, int ending), 
 
 /* Open the FIFO dir/name on a thread of its own (a blocking open waits for the other end);
  * the thread answers the notification. */
+/* pty.c: ptys made in the sandbox (the ptmx node opened here, slaves through their pins). */
+int cv_pty_is_master(const struct stat *st);
+int cv_pty_is_slave(const struct stat *st);
+int cv_pty_is_ours(struct cv_run *r, const struct stat *st);
+struct cv_reply cv_pty_reopen_master(struct cv_notif *n, const char *real, int flags);
+struct cv_reply cv_pty_open_master(struct cv_notif *n, int dir, const char *name, int flags);
+struct cv_reply cv_pty_open_slave(struct cv_notif *n, const struct stat *st, const char *vpath, int flags);
+struct cv_reply cv_pty_peer(struct cv_notif *n, int master, unsigned long arg);
+
 struct cv_reply cv_fifo_open_async(struct cv_notif *n, int dir, const char *name, int flags);
 /* At the end of a run: let every FIFO open still waiting return. */
 void cv_fifo_release_all(struct cv_run *r);
@@ -114,5 +123,8 @@ int cv_readable_device(const struct cv_run *r, dev_t rdev);
  * of a snapshot layer, or a device the guest may not write. 0 for the sandbox's own files,
  * pipes, sockets, memfds and other anonymous inodes, the guest's terminal. */
 int cv_fd_of_host(const struct cv_run *r, int fd);
+/* A device the guest may open (for writing, when write): the writable and readable ones above
+ * and the ptys the sandbox made; never a block device. */
+int cv_device_allowed(struct cv_run *r, const struct stat *st, int write);
 
 #endif

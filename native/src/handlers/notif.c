@@ -47,6 +47,13 @@ int cv_readable_device(const struct cv_run *r, dev_t rdev) {
     return cv_writable_device(r, rdev);
 }
 
+int cv_device_allowed(struct cv_run *r, const struct stat *st, int write) {
+    if (!S_ISCHR(st->st_mode)) return 0; /* block devices: never */
+    if (cv_writable_device(r, st->st_rdev)) return 1;
+    if (!write && cv_readable_device(r, st->st_rdev)) return 1;
+    return cv_pty_is_ours(r, st);
+}
+
 int cv_fd_of_host(const struct cv_run *r, int fd) {
     struct stat st;
     if (fstat(fd, &st) < 0) return 1;

@@ -77,8 +77,14 @@ static struct cv_reply open_existing(struct cv_notif *n, const struct cv_vnode *
     int oflags = (flags & ~(O_CREAT | O_EXCL | O_CLOEXEC)) | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY;
     if (flags & O_PATH) {
         /* ADDFD cannot pass O_PATH files (the kernel's fget skips them): a read-only open stands in,
-         * which is all an O_PATH fd is used for (a dirfd, fstat, fchdir, /proc/self/fd). */
+         * which is all an O_PATH fd is used for (a dirfd, fstat, fchdir, /proc/self/fd). A device
+         * it would open for reading must be one the guest may read (a new pty's master: no). */
         if (S_ISLNK(v->st.st_mode)) return cv_err(ELOOP);
+        if ((S_ISCHR(v->st.st_mode) || S_ISBLK(v->st.st_mode)) &&
+            (cv_pty_is_master(&v->st) || !cv_device_allowed(n->run, &v->st, 0))) {
+            cv_run_deny(n->run, n->req->data.nr, v->vpath, "a host device the sandbox does not give");
+            return cv_err(EACCES);
+        }
         oflags = O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK | (flags & O_DIRECTORY);
     }
     int dir = v->psrc;
@@ -139,8 +145,12 @@ struct cv_reply cv_open_path(struct cv_notif *n, int dirfd, const char *path, in
         out = cv_err(ENOTDIR);
     } else if (S_ISDIR(st->st_mode)) {
         out = w ? cv_err(EISDIR) : v.touched || v.layer == CV_UPPER ? open_existing(n, &v, flags) : cv_continue();
+    } else if (cv_pty_is_master(st) && !(flags & O_PATH)) {
+        out = v.psrc < 0 ? cv_err(ENOENT) : cv_pty_open_master(n, v.psrc, *v.name ? v.name : ".", flags);
     } else if (S_ISCHR(st->st_mode) && cv_writable_device(n->run, st->st_rdev)) {
         out = v.touched ? open_existing(n, &v, flags) : cv_continue();
+    } else if (cv_pty_is_slave(st) && !(flags & O_PATH)) {
+        out = cv_pty_open_slave(n, st, v.vpath, flags);
     } else if ((S_ISCHR(st->st_mode) || S_ISBLK(st->st_mode)) && !(flags & O_PATH) &&
                !(S_ISCHR(st->st_mode) && cv_readable_device(n->run, st->st_rdev))) {
         /* disks, other terminals, input devices, the kernel log: not even for reading */

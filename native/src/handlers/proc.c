@@ -145,10 +145,18 @@ static struct cv_reply reopen_fd(struct cv_notif *n, int pin, int gfd, int flags
     /* A path the guest cannot see (another sandbox's, a hidden one) is not the guest's to open. */
     if (on_path && !deleted && !cv_vfs_in_store(n->run, real) && cv_virtual_of_real(n->run, real, vpath, sizeof vpath) < 0)
         return cv_err(ENOENT);
+    if (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)) {
+        /* Held is not opened: an O_PATH fd of a device gives what its path would, no more. */
+        if (cv_pty_is_master(&st) && !(flags & O_PATH)) return cv_pty_reopen_master(n, real, flags);
+        if (!cv_device_allowed(n->run, &st, writes(flags) && !(flags & O_PATH))) {
+            cv_run_deny(n->run, n->req->data.nr, real, "a host device the sandbox does not give");
+            return cv_err(EACCES);
+        }
+        return reopen(n, s, &st, flags);
+    }
     if (!writes(flags) || (flags & O_PATH)) return reopen(n, s, &st, flags);
     if (S_ISDIR(st.st_mode)) return cv_err(EISDIR);
-    if (S_ISCHR(st.st_mode) && !cv_writable_device(n->run, st.st_rdev)) return cv_err(EROFS);
-    if (!S_ISREG(st.st_mode) || !on_path) return reopen(n, s, &st, flags); /* pipes, sockets, memfds, devices */
+    if (!S_ISREG(st.st_mode) || !on_path) return reopen(n, s, &st, flags); /* pipes, sockets, memfds */
     /* A file the guest holds open for writing already (a caller's file given as its stdout):
      * reopening it so gives it nothing it did not have. */
     if ((fcntl(s, F_GETFL) & O_ACCMODE) != O_RDONLY) return reopen(n, s, &st, flags);

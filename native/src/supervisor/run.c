@@ -55,6 +55,7 @@ CV_API cv_run *cv_run_new(const char *helper_path) {
     pthread_mutex_init(&r->deny_lock, NULL);
     pthread_mutex_init(&r->state_lock, NULL);
     pthread_mutex_init(&r->abstract_lock, NULL);
+    pthread_mutex_init(&r->pty_lock, NULL);
     atomic_init(&r->refs, 1);
     r->network = CV_NET_ALLOW;
     return r;
@@ -402,6 +403,8 @@ static void run_destroy(struct cv_run *r) {
     pthread_mutex_destroy(&r->state_lock);
     pthread_mutex_destroy(&r->deny_lock);
     pthread_mutex_destroy(&r->abstract_lock);
+    cv_ptys_free(r);
+    pthread_mutex_destroy(&r->pty_lock);
     for (int i = 0; i < r->nlower; i++) {
         free(r->lower[i]);
         close(r->lower_fd[i]);

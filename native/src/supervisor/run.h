@@ -58,6 +58,8 @@ struct cv_cwd {
     int fd;                   /* the directory itself (O_PATH): still there if it is removed */
 };
 
+struct cv_pty_pin; /* handlers/pty.c */
+
 struct cv_run {
     /* configuration, fixed once started */
     char *helper;
@@ -120,6 +122,9 @@ struct cv_run {
     pthread_mutex_t deny_lock;    /* refused calls (supervisor/denials.c) */
     struct cv_denial *denials;
     size_t ndeny, deny_cap;
+    pthread_mutex_t pty_lock;     /* ptys this run's guests made (handlers/pty.c) */
+    struct cv_pty_pin *ptys;
+    size_t nptys, pty_cap;
     pthread_mutex_t abstract_lock; /* abstract unix names this run's guests bound (handlers/sock.c) */
     char **abstract;
     size_t nabstract, abstract_cap;
@@ -154,6 +159,8 @@ size_t cv_hide_cached_fds(void);
 
 /* handlers/lock.c: the shadows go with the run. */
 void cv_locks_free(struct cv_run *r);
+/* handlers/pty.c: so do the pins of the ptys the guests made. */
+void cv_ptys_free(struct cv_run *r);
 
 /* denials.c */
 void cv_run_deny(struct cv_run *r, int nr, const char *target, const char *why);
