@@ -79,7 +79,6 @@ static struct cv_reply open_existing(struct cv_notif *n, const struct cv_vnode *
         /* ADDFD cannot pass O_PATH files (the kernel's fget skips them): a read-only open stands in,
          * which is all an O_PATH fd is used for (a dirfd, fstat, fchdir, /proc/self/fd). A device
          * it would open for reading must be one the guest may read (a new pty's master: no). */
-        if (S_ISLNK(v->st.st_mode)) return cv_err(ELOOP);
         if ((S_ISCHR(v->st.st_mode) || S_ISBLK(v->st.st_mode)) &&
             (cv_pty_is_master(&v->st) || !cv_device_allowed(n->run, &v->st, 0))) {
             cv_run_deny(n->run, n->req->data.nr, v->vpath, "a host device the sandbox does not give");
@@ -140,7 +139,14 @@ struct cv_reply cv_open_path(struct cv_notif *n, int dirfd, const char *path, in
     } else if (excl) {
         out = cv_err(EEXIST);
     } else if (S_ISLNK(st->st_mode)) {
-        out = (flags & O_PATH) ? (v.touched ? open_existing(n, &v, flags) : cv_continue()) : cv_err(ELOOP);
+        /* Only O_PATH opens a symlink. The kernel does it where it finds the same link; one of the
+         * sandbox's layers has no stand-in: ADDFD cannot pass O_PATH files, and nothing else
+         * opens a link. EOPNOTSUPP is what the usual caller, glibc's fchmodat(AT_SYMLINK_NOFOLLOW)
+         * (lchmod: tar as root, cp -P, Python's follow_symlinks=False), answers once it sees a
+         * link, so those behave as on the host. */
+        out = !(flags & O_PATH)                     ? cv_err(ELOOP)
+              : v.touched || cv_vnode_stored(&v) ? cv_err(EOPNOTSUPP)
+                                                 : cv_continue();
     } else if ((flags & O_DIRECTORY) && !S_ISDIR(st->st_mode)) {
         out = cv_err(ENOTDIR);
     } else if (S_ISDIR(st->st_mode)) {
