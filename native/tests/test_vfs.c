@@ -27,6 +27,7 @@
 #include "check.h"
 #include "guest/guest.h"
 #include "overlay/layers.h"
+#include "overlay/moved.h"
 #include "overlay/vfs.h"
 #include "supervisor/run.h"
 
@@ -178,6 +179,38 @@ int main(void) {
         expect("./g", F, 0, 1, CV_LOWER, 0);
         expect("../d/y", F, 0, 1, CV_UPPER, 1);
         expect("./f", F, 0, 0, 0, 1);
+        if (chdir("/") != 0) failf("chdir /");
+    }
+
+    /* A rename brought H/a2 up as H/m: the kernel's cwd, still the host's H/a2, names the copy;
+     * renamed again, the copy's new name; removed, nothing. H/a2x is another directory. */
+    mk2(U, "m"), file(U, "m/g", "g2"), file(U, ".wh.a2", ""), mk2(H, "a2x");
+    char from[256], up_m[600], real[PATH_MAX], want[PATH_MAX];
+    snprintf(from, sizeof from, "%s/a2", H);
+    snprintf(up_m, sizeof up_m, "%s/m", U);
+    int mfd = open(up_m, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    check(mfd >= 0 && cv_moved_note(run, from, mfd) == 0, "moved: noted");
+    if (mfd >= 0) close(mfd);
+    snprintf(real, sizeof real, "%s/a2/g", H);
+    snprintf(want, sizeof want, "%s/m/g", H);
+    char got[PATH_MAX] = "";
+    check(cv_virtual_of_real(run, real, got, sizeof got) == 0 && !strcmp(got, want), "moved: %s is %s", got, want);
+    snprintf(real, sizeof real, "%s/a2x", H);
+    check(cv_virtual_of_real(run, real, got, sizeof got) == 0 && !strcmp(got, real), "moved: a2x is itself");
+    if (chdir(from) != 0) {
+        failf("chdir %s", from);
+    } else {
+        expect("./g", F, 0, 1, CV_UPPER, 1);
+        char up_m2[600];
+        snprintf(up_m2, sizeof up_m2, "%s/m2", U);
+        check(rename(up_m, up_m2) == 0, "rename m m2");
+        snprintf(real, sizeof real, "%s/a2", H);
+        snprintf(want, sizeof want, "%s/m2", H);
+        check(cv_virtual_of_real(run, real, got, sizeof got) == 0 && !strcmp(got, want), "moved again: %s", got);
+        expect("../m2/g", F, 0, 1, CV_UPPER, 1);
+        snprintf(real, sizeof real, "%s/g", up_m2);
+        check(unlink(real) == 0 && rmdir(up_m2) == 0, "rm m2");
+        expect("./g", F, -ENOENT, 0, 0, -1);
         if (chdir("/") != 0) failf("chdir /");
     }
 

@@ -105,6 +105,7 @@ static int set(struct cv_run *r, pid_t tgid, unsigned long long start, const cha
     c->start = start;
     c->since = now_ticks();
     c->vpath = v;
+    c->renames = r->dir_renames;
     return 0;
 }
 
@@ -113,6 +114,24 @@ static int any_remembered(const struct cv_run *r) {
     for (size_t i = 0; i < r->ncwd; i++)
         if (r->cwds[i].vpath) return 1;
     return 0;
+}
+
+/* Where a remembered directory is now: after a directory rename (by any process), its fd says;
+ * removed, the path it had. */
+static int where(const struct cv_run *r, struct cv_cwd *c, char *out, size_t len) {
+    if (c->fd >= 0 && c->renames != r->dir_renames) {
+        char self[64], real[PATH_MAX], v[PATH_MAX];
+        snprintf(self, sizeof self, "/proc/self/fd/%d", c->fd);
+        if (cv_readlink(self, real, sizeof real) > 0 && cv_virtual_of_real(r, real, v, sizeof v) == 0) {
+            char *nv = strdup(v);
+            if (nv) {
+                free(c->vpath);
+                c->vpath = nv;
+            }
+        }
+        c->renames = r->dir_renames;
+    }
+    return snprintf(out, len, "%s", c->vpath) < (int)len;
 }
 
 int cv_cwd_override(struct cv_run *r, struct cv_guest *g, char *out, size_t len, int *fd) {
@@ -126,7 +145,7 @@ int cv_cwd_override(struct cv_run *r, struct cv_guest *g, char *out, size_t len,
     if (c && c->start == start) {
         if (!c->vpath) return 0; /* it moved to where the kernel can follow */
         if (fd && c->fd >= 0) *fd = fcntl(c->fd, F_DUPFD_CLOEXEC, 3);
-        return snprintf(out, len, "%s", c->vpath) < (int)len;
+        return where(r, c, out, len);
     }
     if (c) drop(r, tgid); /* a dead process's pid, reused */
     /* A child forked after an ancestor's override inherits it (fork copies the cwd). */
@@ -139,7 +158,7 @@ int cv_cwd_override(struct cv_run *r, struct cv_guest *g, char *out, size_t len,
         if (pc && pc->start == pstart) {
             if (pc->since > child_start || !pc->vpath) return 0; /* forked before it moved, or no override */
             char v[PATH_MAX];
-            snprintf(v, sizeof v, "%s", pc->vpath);
+            if (!where(r, pc, v, sizeof v)) return 0;
             if (fd && pc->fd >= 0) *fd = fcntl(pc->fd, F_DUPFD_CLOEXEC, 3);
             set(r, tgid, start, v, pc->fd);
             return snprintf(out, len, "%s", v) < (int)len;

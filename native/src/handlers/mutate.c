@@ -17,6 +17,7 @@
 #include "handlers.h"
 #include "overlay/dirsnap.h"
 #include "overlay/layers.h"
+#include "overlay/moved.h"
 #include "overlay/vfs.h"
 
 #ifndef RENAME_NOREPLACE
@@ -269,6 +270,15 @@ static int hide_host_twin(int updir, const char *name, const struct cv_vnode *de
     return d < 0 ? -errno : cv_ov_set_opaque(d);
 }
 
+/* A directory brought up from the host or a read-only layer is now dir/name in the upper: the
+ * cwds and fds the kernel holds of the old one follow it there. Not noting it (no memory, no
+ * fd) only loses that. */
+static void note_moved(struct cv_run *r, const struct cv_vnode *from, int dir, const char *name) {
+    if (!S_ISDIR(from->st.st_mode) || !(from->layer == CV_LOWER || from->lower_dir)) return;
+    cv_autoclose int fd = openat(dir, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd >= 0) cv_moved_note(r, from->vpath, fd);
+}
+
 /* RENAME_EXCHANGE: both names exist; both come up, then swap in the upper layer. */
 static int exchange(struct cv_notif *n, struct cv_vnode *ov, struct cv_vnode *nv) {
     if (!ov->exists || !nv->exists) return -ENOENT;
@@ -284,6 +294,11 @@ static int exchange(struct cv_notif *n, struct cv_vnode *ov, struct cv_vnode *nv
     if (e == 0 && S_ISDIR(ov->st.st_mode)) e = hide_host_twin(odir, ov->name, nv);
     if (e == 0 && S_ISDIR(nv->st.st_mode)) e = hide_host_twin(ndir, nv->name, ov);
     if (e == 0 && renameat2(odir, ov->name, ndir, nv->name, RENAME_EXCHANGE) < 0) e = -errno;
+    if (e == 0) {
+        n->run->dir_renames++;
+        note_moved(n->run, ov, ndir, nv->name);
+        note_moved(n->run, nv, odir, ov->name);
+    }
     if (odir >= 0) close(odir);
     if (ndir >= 0) close(ndir);
     return e;
@@ -343,6 +358,8 @@ static struct cv_reply do_rename(struct cv_notif *n, int odirfd, uint64_t oaddr,
     if (e == 0) {
         cv_ov_unwhiteout(ndir, nv.name);
         if (lower_has(&ov)) e = cv_ov_whiteout(odir, ov.name);
+        if (S_ISDIR(ov.st.st_mode)) r->dir_renames++;
+        note_moved(r, &ov, ndir, nv.name);
     }
     if (odir >= 0) close(odir);
     if (ndir >= 0) close(ndir);

@@ -15,6 +15,7 @@
 #include "guest/guest.h"
 #include "overlay/layers.h"
 #include "overlay/lowers.h"
+#include "overlay/moved.h"
 
 /* One directory of the walk: its virtual path and where it lives. */
 struct wdir {
@@ -107,6 +108,10 @@ int cv_vfs_in_upper(const struct cv_run *r, const char *real) { return r->upper 
 
 int cv_virtual_of_real(const struct cv_run *r, const char *real, char *out, size_t len) {
     if (real[0] != '/') return -ENOENT;
+    char moved[PATH_MAX];
+    int m = cv_moved_real(r, real, moved, sizeof moved);
+    if (m < 0) return m;
+    if (m) real = moved;
     const char *root = store_root(r, real);
     if (root) {
         const char *rest = real + strlen(root);
@@ -357,8 +362,12 @@ static int start_dir(const struct cv_vctx *c, int dirfd, struct wdir *d, int *in
         *in_proc = 1;
         return 0;
     }
+    char moved[PATH_MAX];
+    int e = cv_moved_real(r, real, moved, sizeof moved); /* a directory renamed since: its copy */
+    if (e < 0) return e;
+    if (e) snprintf(real, sizeof real, "%s", moved);
     char vpath[PATH_MAX];
-    int e = cv_virtual_of_real(r, real, vpath, sizeof vpath);
+    e = cv_virtual_of_real(r, real, vpath, sizeof vpath);
     if (e < 0) return e;
     if (store_root(r, real)) {
         *touched = 1;

@@ -54,8 +54,15 @@ struct cv_cwd {
     pid_t tgid;
     unsigned long long start; /* the process's start time (pid reuse) */
     unsigned long long since; /* boot-time ticks when set: children forked later inherit */
-    char *vpath;
+    char *vpath;              /* where it was at the run's directory rename `renames` */
+    unsigned long renames;
     int fd;                   /* the directory itself (O_PATH): still there if it is removed */
+};
+
+/* A directory a rename brought up from the host or a read-only layer (overlay/moved.h). */
+struct cv_moved {
+    char *from; /* its virtual path before */
+    int up;     /* its copy in the upper (O_PATH), wherever it is now */
 };
 
 struct cv_pty_pin; /* handlers/pty.c */
@@ -117,6 +124,9 @@ struct cv_run {
     size_t nexe, exe_cap;
     struct cv_cwd *cwds;      /* working directories the kernel cannot hold (handlers/cwd.c) */
     size_t ncwd, cwd_cap;
+    unsigned long dir_renames; /* directories this run renamed: a remembered cwd may have moved */
+    struct cv_moved *moved;   /* directories brought up by a rename (overlay/moved.c) */
+    size_t nmoved, moved_cap;
     pthread_mutex_t state_lock;   /* makes the handler families' states below, on first use */
     struct cv_lock_state *locks;  /* POSIX locks' shadows (handlers/lock.c) */
     pthread_mutex_t deny_lock;    /* refused calls (supervisor/denials.c) */

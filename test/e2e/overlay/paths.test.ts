@@ -24,6 +24,44 @@ diffTest(
     "cat ../here.txt; /bin/pwd",
 );
 
+// Another process renames the directory a process is in, and one it holds an fd of: both follow
+// it to its new name, as on the host (issue 12). First a host directory (the kernel holds the
+// host's), then the same directory renamed again (now the sandbox's), then a new directory
+// (which the kernel cannot hold by its name), then one removed by another process.
+const FOLLOW_RENAME_PY = String.raw`
+import os, subprocess
+def mv(a, b):
+    subprocess.run(["mv", a, b], check=True)
+def show(fd):
+    print(os.getcwd().replace(root, "<ROOT>"), sorted(os.listdir(".")), sorted(os.listdir(fd)))
+    print(open("nested.txt").read().strip(), open("leaf.txt", opener=lambda p, f: os.open(p, f, dir_fd=fd)).read().strip())
+root = os.getcwd()
+os.chdir("sub")
+fd = os.open("deeper", os.O_RDONLY | os.O_DIRECTORY)
+mv(root + "/sub", root + "/moved")
+show(fd)
+with open("nested.txt", "a") as f:
+    f.write("more\n")
+mv(root + "/moved", root + "/moved-again")
+show(fd)
+os.chdir("..")
+print(os.getcwd().replace(root, "<ROOT>"))
+os.makedirs("fresh/in")
+os.chdir("fresh/in")
+mv(root + "/fresh", root + "/fresh2")
+print(os.getcwd().replace(root, "<ROOT>"), os.path.exists("../../fresh2/in"))
+os.chdir(root + "/moved-again")
+subprocess.run(["rm", "-rf", root + "/moved-again"], check=True)
+try:
+    os.getcwd()
+except FileNotFoundError as e:
+    print("getcwd of a removed directory:", e.strerror)
+`;
+
+diffTest("a directory renamed by another process: cwd and dir fds follow it", {
+  steps: [{ argv: ["python3", "-c", FOLLOW_RENAME_PY] }],
+});
+
 // ---- opaque directories ----
 
 diffTest(
