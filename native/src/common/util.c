@@ -38,6 +38,16 @@ ssize_t cv_readlink(const char *path, char *buf, size_t len) {
     return cv_readlinkat(AT_FDCWD, path, buf, len);
 }
 
+int cv_reopen_dir(int fd, int flags) {
+    int r = openat(fd, ".", flags | O_CLOEXEC);
+    if (r >= 0 || errno != EACCES) return r;
+    char p[64];
+    snprintf(p, sizeof p, "/proc/self/fd/%d", fd);
+    r = open(p, flags | O_CLOEXEC);
+    if (r < 0) errno = EACCES;
+    return r;
+}
+
 ssize_t cv_read_small(const char *path, char *buf, size_t len) {
     cv_autoclose int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return -errno;

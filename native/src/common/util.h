@@ -38,6 +38,9 @@ ssize_t cv_read_full(int fd, void *buf, size_t len);
 ssize_t cv_write_full(int fd, const void *buf, size_t len);
 /* readlink into buf (NUL-terminated); returns length or -errno. */
 ssize_t cv_readlink(const char *path, char *buf, size_t len);
+/* Another open file description of the directory fd (O_CLOEXEC added): openat(fd, ".") needs
+ * search permission on it, so a readable one without (0600) is reopened through procfs. */
+int cv_reopen_dir(int fd, int flags);
 ssize_t cv_readlinkat(int dirfd, const char *path, char *buf, size_t len);
 /* Read a small file (e.g. under /proc) into buf, NUL-terminated. Returns length or -errno. */
 ssize_t cv_read_small(const char *path, char *buf, size_t len);

@@ -284,12 +284,26 @@ done:
     return out;
 }
 
+/* Every directory fd is a real host or upper directory, so the kernel's cwd can be the guest's
+ * again; the remembered one is dropped only for an fd the kernel will take (a failed fchdir
+ * leaves the cwd as it was). */
+static struct cv_reply do_fchdir(struct cv_notif *n) {
+    cv_autoclose int fd = cv_guest_fd(&n->g, (int)n->req->data.args[0]);
+    if (fd < 0) return cv_err(fd == -ESRCH ? ESRCH : EBADF);
+    struct stat st;
+    if (fstat(fd, &st) < 0) return cv_err(errno);
+    if (!S_ISDIR(st.st_mode)) return cv_err(ENOTDIR);
+    char self[64];
+    snprintf(self, sizeof self, "/proc/self/fd/%d", fd);
+    if (access(self, X_OK) < 0) return cv_err(errno);
+    kernel_cwd(n);
+    return cv_continue();
+}
+
 struct cv_reply cv_h_cwd(struct cv_notif *n) {
     switch (n->req->data.nr) {
     case __NR_getcwd: return do_getcwd(n);
     case __NR_chdir: return do_chdir(n);
-    default: /* fchdir: every directory fd is a real host or upper directory */
-        kernel_cwd(n);
-        return cv_continue();
+    default: return do_fchdir(n);
     }
 }

@@ -270,7 +270,7 @@ struct cv_reply cv_h_dirent(struct cv_notif *n) {
     } else if (cv_vfs_in_store(r, d.real)) { /* no read-only layers: the upper */
         cv_autoclose int up = -1;
         cv_autoclose int low = -1;
-        if (copy_of(n, &d) >= 0) up = openat(d.s, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (copy_of(n, &d) >= 0) up = cv_reopen_dir(d.s, O_RDONLY | O_DIRECTORY);
         /* The host twin shows through unless the directory is opaque or replaced a host one. */
         struct cv_vnode v;
         if (up >= 0 && cv_vresolve(&n->ctx, AT_FDCWD, vdir, 0, &v) == 0) {
@@ -289,7 +289,7 @@ struct cv_reply cv_h_dirent(struct cv_notif *n) {
             out = cv_err(EBADF);
         } else {
             /* An opaque twin: the host directory the guest holds was deleted and made again. */
-            if (!cv_ov_is_opaque(up)) low = openat(d.s, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+            if (!cv_ov_is_opaque(up)) low = cv_reopen_dir(d.s, O_RDONLY | O_DIRECTORY);
             int fds[2] = {up, low};
             out = list(n, d.s, fds, 2, 1, old_abi, &ctx);
         }

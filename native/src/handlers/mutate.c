@@ -92,16 +92,16 @@ static struct cv_reply do_mkdir(struct cv_notif *n, int dirfd, uint64_t addr, mo
         int t = openat(r->work_fd, tmp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         /* Where a host directory was deleted, the new one must not show its old entries. */
         if (t >= 0 && lower_has(&v)) cv_ov_set_opaque(t);
-        if (t >= 0) {
-            fchmod(t, mode & 07777 & ~cv_guest_umask(&n->g));
-            close(t);
-        }
+        /* The mode goes on after the rename: moving a directory to another parent needs write
+         * permission on it (its ".." changes), which a mode like 0555 takes away. */
         if (renameat2(r->work_fd, tmp, dir, v.name, RENAME_NOREPLACE) < 0) {
             e = -errno;
             cv_ov_rmdir_upper(r->work_fd, tmp);
         } else {
+            if (t >= 0) fchmod(t, mode & 07777 & ~cv_guest_umask(&n->g));
             cv_ov_unwhiteout(dir, v.name);
         }
+        if (t >= 0) close(t);
     }
     close(dir);
     cv_vnode_release(&v);

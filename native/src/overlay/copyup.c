@@ -132,7 +132,7 @@ static int materialize_at(struct cv_run *r, int up, const char *vdir, int depth)
     if (e < 0) return e;
     for (int l = 1; l < s.n && !e; l++) {
         if (s.fd[l] < 0) continue;
-        int lfd = openat(s.fd[l], ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        int lfd = cv_reopen_dir(s.fd[l], O_RDONLY | O_DIRECTORY);
         DIR *d = lfd < 0 ? NULL : fdopendir(lfd);
         if (!d) {
             if (lfd >= 0) close(lfd);
@@ -193,7 +193,7 @@ static int materialize_at(struct cv_run *r, int up, const char *vdir, int depth)
     }
     /* Upper directories over lower ones: what shows below them must come up too. */
     if (!e) {
-        int ufd = openat(up, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        int ufd = cv_reopen_dir(up, O_RDONLY | O_DIRECTORY);
         DIR *d = ufd < 0 ? NULL : fdopendir(ufd);
         if (!d && ufd >= 0) close(ufd);
         struct dirent *de;

@@ -110,20 +110,8 @@ static int reserved_upper(struct layer *L, int fd, const char *name, size_t len,
     return push(L, &L->wh, target, tlen, 0, DT_UNKNOWN);
 }
 
-/* Another open file description of the directory behind fd (so fd's offset stays). */
-static int reopen_dir(int fd) {
-    int r = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (r >= 0 || errno != EACCES) return r;
-    /* a readable directory without search permission: reopen through procfs */
-    char p[64];
-    snprintf(p, sizeof p, "/proc/self/fd/%d", fd);
-    r = open(p, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (r < 0) errno = EACCES;
-    return r;
-}
-
 static int read_layer(int fd0, int upper, struct layer *L) {
-    cv_autoclose int fd = reopen_dir(fd0);
+    cv_autoclose int fd = cv_reopen_dir(fd0, O_RDONLY | O_DIRECTORY); /* fd0's offset stays */
     if (fd < 0) return -1;
     struct stat st;
     if (fstat(fd, &st) < 0) return -1;

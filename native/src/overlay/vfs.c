@@ -469,11 +469,11 @@ int cv_vdir_stack(struct cv_run *r, const char *vdir, struct cv_vstack *s) {
     int e = dir_at(r, vdir, &d);
     if (e < 0) return e;
     int flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC;
-    if (d.up >= 0) s->fd[0] = openat(d.up, ".", flags);
+    if (d.up >= 0) s->fd[0] = cv_reopen_dir(d.up, flags);
     if (!d.opq) {
         for (int i = 0; i < r->nlower; i++)
             if (d.lmask >> i & 1) s->fd[1 + i] = cv_lower_open(r, i, vdir, flags);
-        if (d.low >= 0) s->fd[s->n - 1] = openat(d.low, ".", flags);
+        if (d.low >= 0) s->fd[s->n - 1] = cv_reopen_dir(d.low, flags);
     }
     for (int i = 0; i < s->n; i++)
         if (s->fd[i] < 0) s->fd[i] = -1;

@@ -115,3 +115,64 @@ diffTest(
   'mkdir -p q/a && cd q/a && mkdir -p "$OLDPWD/q/b/c" && ls -A; echo ---; ls -R "$OLDPWD/q"; ' +
     '(cd "$OLDPWD" && ls -d q); pwd | sed "s|^$OLDPWD|<cwd>|"; cd ../b/c && /bin/pwd | sed "s|^$OLDPWD|<cwd>|"',
 );
+
+// ---- modes that take the owner's own rights away (CPython's test_os, test_tempfile) ----
+
+diffTest(
+  "mkdir with a mode lacking owner write (-m 555, -m 0), also under a new parent",
+  "mkdir -m 555 ro; mkdir -m 0 none; mkdir -p new/deeper; mkdir -m 500 new/deeper/ro; " +
+    "stat -c '%n %a' ro none new/deeper/ro; chmod 755 ro none new/deeper/ro; rmdir ro none new/deeper/ro",
+);
+
+const NO_SEARCH_PY = String.raw`
+import os
+def attempt(what, f):
+    try:
+        print(what, f())
+    except OSError as e:
+        print(what, type(e).__name__)
+for d in ("new-dir", "sub"):
+    if d == "new-dir":
+        os.mkdir(d)
+        open(d + "/f", "w").close()
+    os.chmod(d, 0o600)
+    attempt(d + " listdir", lambda: sorted(os.listdir(d)))
+    fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
+    attempt(d + " listdir(fd)", lambda: sorted(os.listdir(fd)))
+    os.close(fd)
+    os.chmod(d, 0o700)
+    for name in os.listdir(d):
+        if os.path.isdir(d + "/" + name):
+            import shutil
+            shutil.rmtree(d + "/" + name)
+        else:
+            os.unlink(d + "/" + name)
+    os.chmod(d, 0o600)
+    attempt(d + " rmdir", lambda: os.rmdir(d))
+print(sorted(os.listdir(".")))
+`;
+
+diffTest("a readable directory without search permission (0600): listed, emptied, removed", {
+  steps: [{ argv: ["python3", "-c", NO_SEARCH_PY] }],
+});
+
+const FCHDIR_PY = String.raw`
+import errno, os
+os.makedirs("made/here")
+os.chdir("made/here")
+bad = os.open("/dev/null", os.O_RDONLY)
+os.close(bad)
+for fd, what in ((bad, "a closed fd"), (os.open(os.devnull, os.O_RDONLY), "a file")):
+    try:
+        os.fchdir(fd)
+    except OSError as e:
+        print("fchdir to", what, errno.errorcode[e.errno])
+    print(os.getcwd().endswith("/made/here"))
+with open("still-here.txt", "w") as f:
+    f.write("x")
+print(sorted(os.listdir(".")))
+`;
+
+diffTest("a failed fchdir leaves the cwd as it was, a new directory's too", {
+  steps: [{ argv: ["python3", "-c", FCHDIR_PY] }],
+});
