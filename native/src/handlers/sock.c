@@ -20,7 +20,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/un.h>
@@ -105,6 +107,122 @@ static void note_abstract(struct cv_run *r, int s) {
     pthread_mutex_unlock(&r->abstract_lock);
 }
 
+/* ---- names of unix sockets bound in the sandbox ------------------------------------------------
+ * A path bind is made through /proc/self/fd/<dir>/<name>, and the kernel keeps that string as the
+ * socket's name: getsockname, getpeername (and accept's, recvfrom's peer address) would show it.
+ * Each such bind is recorded here (socket inode, the kernel's string, the guest's own sun_path),
+ * so getsockname and getpeername give back the name the guest bound, and a connect or sendto to
+ * the kernel's string (a datagram's sender, as recvfrom gives it) reaches that socket. The <dir> fd number rotates
+ * (bind_dirfd), so two sockets of one name in two directories rarely share the kernel's string;
+ * past CV_UNAMES_MAX binds the oldest record goes. */
+#define CV_UNAMES_MAX 4096
+
+struct cv_unix_name {
+    dev_t dev;
+    ino_t ino;
+    char kname[sizeof ((struct sockaddr_un *)0)->sun_path + 1];
+    char gpath[sizeof ((struct sockaddr_un *)0)->sun_path];
+    size_t glen;
+    char *vpath; /* where it is in the view (NULL if no memory) */
+};
+
+void cv_unames_free(struct cv_run *r) {
+    for (size_t i = 0; i < r->nunames; i++) free(r->unames[i].vpath);
+    free(r->unames);
+}
+
+/* The view's path of the socket the kernel names `kname` (for a unix address the guest got from
+ * the kernel), or 0 when it is not one of ours. */
+static int uname_vpath(struct cv_run *r, const char *kname, char *out, size_t len) {
+    if (strncmp(kname, "/proc/self/fd/", 14)) return 0;
+    int found = 0;
+    pthread_mutex_lock(&r->abstract_lock);
+    for (size_t i = r->nunames; !found && i-- > 0;)
+        if (r->unames[i].vpath && !strcmp(r->unames[i].kname, kname))
+            found = snprintf(out, len, "%s", r->unames[i].vpath) < (int)len;
+    pthread_mutex_unlock(&r->abstract_lock);
+    return found;
+}
+
+static void uname_add(struct cv_run *r, int s, const char *kname, const char *gpath, size_t glen, const char *vpath) {
+    struct stat st;
+    if (fstat(s, &st) < 0) return;
+    pthread_mutex_lock(&r->abstract_lock);
+    struct cv_unix_name *u = NULL;
+    for (size_t i = 0; i < r->nunames && !u; i++)
+        if (r->unames[i].dev == st.st_dev && r->unames[i].ino == st.st_ino) u = &r->unames[i];
+    if (!u && r->nunames == CV_UNAMES_MAX) {
+        free(r->unames[0].vpath);
+        memmove(r->unames, r->unames + 1, --r->nunames * sizeof *r->unames);
+    }
+    if (!u) {
+        if (r->nunames == r->uname_cap) {
+            size_t cap = r->uname_cap ? r->uname_cap * 2 : 8;
+            struct cv_unix_name *nu = realloc(r->unames, cap * sizeof *nu);
+            if (nu) r->unames = nu, r->uname_cap = cap;
+        }
+        if (r->nunames < r->uname_cap) {
+            u = &r->unames[r->nunames++];
+            u->vpath = NULL;
+        }
+    }
+    if (u) {
+        free(u->vpath);
+        u->vpath = strdup(vpath);
+        u->dev = st.st_dev, u->ino = st.st_ino, u->glen = glen;
+        snprintf(u->kname, sizeof u->kname, "%s", kname);
+        memcpy(u->gpath, gpath, glen);
+    }
+    pthread_mutex_unlock(&r->abstract_lock);
+}
+
+/* getsockname (the entry of this very socket, else, for a socket accept() made, the newest entry
+ * with that kernel name) or getpeername (the newest entry with that kernel name): the kernel's
+ * answer, with a recorded name put back as the guest bound it. */
+static struct cv_reply do_sockname(struct cv_notif *n) {
+    const __u64 *a = n->req->data.args;
+    int peer = n->req->data.nr == __NR_getpeername;
+    cv_autoclose int s = guest_socket(n, (int)a[0]);
+    if (s < 0) return cv_err(-s);
+    socklen_t glen;
+    int e = cv_guest_read(&n->g, a[2], &glen, sizeof glen);
+    if (e < 0) return cv_err(EFAULT);
+    if ((int)glen < 0) return cv_err(EINVAL);
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof ss;
+    memset(&ss, 0, sizeof ss);
+    if ((peer ? getpeername(s, (struct sockaddr *)&ss, &len) : getsockname(s, (struct sockaddr *)&ss, &len)) < 0)
+        return cv_err(errno);
+    struct sockaddr_un *un = (struct sockaddr_un *)&ss;
+    size_t base = offsetof(struct sockaddr_un, sun_path);
+    if (ss.ss_family == AF_UNIX && len > base && un->sun_path[0] == '/' &&
+        !strncmp(un->sun_path, "/proc/self/fd/", 14)) {
+        char k[sizeof un->sun_path + 1];
+        memcpy(k, un->sun_path, len - base);
+        k[len - base] = 0;
+        struct stat st;
+        int have = peer ? 0 : fstat(s, &st) == 0;
+        pthread_mutex_lock(&n->run->abstract_lock);
+        const struct cv_unix_name *u = NULL;
+        for (size_t i = 0; have && !u && i < n->run->nunames; i++) /* this very socket */
+            if (n->run->unames[i].dev == st.st_dev && n->run->unames[i].ino == st.st_ino &&
+                !strcmp(n->run->unames[i].kname, k))
+                u = &n->run->unames[i];
+        for (size_t i = n->run->nunames; !u && i-- > 0;) /* a peer, or a socket accept() made */
+            if (!strcmp(n->run->unames[i].kname, k)) u = &n->run->unames[i];
+        if (u) {
+            memset(un->sun_path, 0, sizeof un->sun_path);
+            memcpy(un->sun_path, u->gpath, u->glen);
+            len = (socklen_t)(base + strnlen(un->sun_path, sizeof un->sun_path) + 1);
+            if (len > sizeof *un) len = sizeof *un;
+        }
+        pthread_mutex_unlock(&n->run->abstract_lock);
+    }
+    if (cv_guest_write(&n->g, a[1], &ss, glen < len ? glen : len) < 0) return cv_err(EFAULT);
+    if (cv_guest_write(&n->g, a[2], &len, sizeof len) < 0) return cv_err(EFAULT);
+    return cv_val(0);
+}
+
 /* ---- where a unix address leads -------------------------------------------------------------- */
 
 struct target {
@@ -136,9 +254,11 @@ static int unix_target(struct cv_notif *n, const struct sockaddr_storage *ss, so
         cv_run_deny(n->run, nr, name, "abstract unix socket made outside the sandbox");
         return -ECONNREFUSED; /* what connecting to a name nobody bound says */
     }
-    char path[sizeof un->sun_path + 1];
-    memcpy(path, un->sun_path, len - base);
-    path[len - base] = 0;
+    char given[sizeof un->sun_path + 1], path[PATH_MAX];
+    memcpy(given, un->sun_path, len - base);
+    given[len - base] = 0;
+    if (!uname_vpath(n->run, given, path, sizeof path)) /* a name the kernel gave of one bound here */
+        snprintf(path, sizeof path, "%s", given);
     struct cv_vnode v;
     int e = cv_vresolve(&n->ctx, AT_FDCWD, path, CV_RES_FOLLOW, &v);
     if (e < 0) return e;
@@ -166,6 +286,18 @@ static int unix_target(struct cv_notif *n, const struct sockaddr_storage *ss, so
 
 /* ---- bind, listen ------------------------------------------------------------------------- */
 
+/* The upper directory a socket is bound in, at an fd number that changes from bind to bind (its
+ * number becomes part of the socket's name in the kernel: see uname_add). */
+static int bind_dirfd(struct cv_run *r, int dir) {
+    struct rlimit lim;
+    if (getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur > 2048) {
+        unsigned span = lim.rlim_cur - 1024 < 16384 ? (unsigned)(lim.rlim_cur - 1024) : 16384;
+        int k = fcntl(dir, F_DUPFD_CLOEXEC, 1024 + (int)(r->bind_turn++ % span));
+        if (k >= 0) return k;
+    }
+    return fcntl(dir, F_DUPFD_CLOEXEC, 3);
+}
+
 static struct cv_reply bind_path(struct cv_notif *n, int s, const struct sockaddr_un *un, socklen_t len) {
     char path[sizeof un->sun_path + 1];
     size_t pl = len - offsetof(struct sockaddr_un, sun_path);
@@ -181,13 +313,16 @@ static struct cv_reply bind_path(struct cv_notif *n, int s, const struct sockadd
     if (e < 0) {
         out = cv_err(-e);
     } else {
-        cv_autoclose int dir = cv_ov_upper_parent(n->run, v.vpath);
+        cv_autoclose int updir = cv_ov_upper_parent(n->run, v.vpath);
+        cv_autoclose int dir = updir < 0 ? updir : bind_dirfd(n->run, updir);
+        if (updir >= 0 && dir < 0) dir = -errno;
         struct sockaddr_un real = {.sun_family = AF_UNIX};
         int w = snprintf(real.sun_path, sizeof real.sun_path, "/proc/self/fd/%d/%s", dir, v.name);
         if (dir < 0) out = cv_err(-dir);
         else if (w >= (int)sizeof real.sun_path) out = cv_err(ENAMETOOLONG);
         else if (bind(s, (struct sockaddr *)&real, sizeof real) < 0) out = cv_err(errno);
         else {
+            uname_add(n->run, s, real.sun_path, un->sun_path, pl, v.vpath);
             cv_ov_unwhiteout(dir, v.name);
             out = cv_val(0);
         }
@@ -598,6 +733,8 @@ struct cv_reply cv_h_sock(struct cv_notif *n) {
     case __NR_sendto: return do_sendto(n);
     case __NR_sendmsg: return do_sendmsg(n);
     case __NR_sendmmsg: return do_sendmmsg(n);
+    case __NR_getsockname:
+    case __NR_getpeername: return do_sockname(n);
     default: return do_listen(n);
     }
 }

@@ -399,6 +399,7 @@ static void run_destroy(struct cv_run *r) {
     free(r->allow_unix);
     for (size_t i = 0; i < r->nabstract; i++) free(r->abstract[i]);
     free(r->abstract);
+    cv_unames_free(r);
     cv_run_denials_free(r);
     cv_locks_free(r);
     pthread_mutex_destroy(&r->state_lock);

@@ -67,6 +67,8 @@ struct cv_moved {
 
 struct cv_pty_pin; /* handlers/pty.c */
 
+struct cv_unix_name; /* handlers/sock.c */
+
 struct cv_run {
     /* configuration, fixed once started */
     char *helper;
@@ -138,6 +140,9 @@ struct cv_run {
     pthread_mutex_t abstract_lock; /* abstract unix names this run's guests bound (handlers/sock.c) */
     char **abstract;
     size_t nabstract, abstract_cap;
+    struct cv_unix_name *unames;  /* unix paths bound through /proc/self/fd (handlers/sock.c), same lock */
+    size_t nunames, uname_cap;
+    unsigned bind_turn;           /* the fd number the next such bind names its directory by */
     atomic_ulong counts[CV_MAX_NR];
     atomic_ulong total;
 };
@@ -171,6 +176,8 @@ size_t cv_hide_cached_fds(void);
 void cv_locks_free(struct cv_run *r);
 /* handlers/pty.c: so do the pins of the ptys the guests made. */
 void cv_ptys_free(struct cv_run *r);
+/* handlers/sock.c: the names of unix sockets bound in the sandbox. */
+void cv_unames_free(struct cv_run *r);
 
 /* denials.c */
 void cv_run_deny(struct cv_run *r, int nr, const char *target, const char *why);

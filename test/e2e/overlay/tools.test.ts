@@ -261,3 +261,29 @@ diffTest("a unix socket bound at a path in the tree, connected to, and seen in l
     },
   ],
 });
+
+// The names the kernel gives back for unix sockets bound in the tree: getsockname, getpeername,
+// an accepted socket's name, each used again to connect; and a datagram answered at the address
+// recvfrom gave (CPython's test_socket, test_logging and multiprocessing rely on these).
+const UNIX_NAMES_PY = String.raw`
+import os, socket
+os.mkdir("socks")
+for name in (os.path.abspath("socks/stream"), "rel-stream"):
+    s = socket.socket(socket.AF_UNIX); s.bind(name); s.listen(2)
+    print("getsockname", s.getsockname())
+    c = socket.socket(socket.AF_UNIX); c.connect(s.getsockname())
+    a, _ = s.accept()
+    print("getpeername", c.getpeername(), "accepted getsockname", a.getsockname(), "unnamed peer", repr(a.getpeername()))
+    c2 = socket.socket(socket.AF_UNIX); c2.connect(c.getpeername()); print("connected again")
+server = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM); server.bind("socks/dgram-server")
+client = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM); client.bind("socks/dgram-client")
+client.settimeout(5)
+client.sendto(b"ping", "socks/dgram-server")
+data, sender = server.recvfrom(16)
+server.sendto(data + b" back", sender)
+print("reply", client.recv(16), "sent to", client.getsockname())
+`;
+
+diffTest("unix socket names from getsockname, getpeername and recvfrom lead back to the socket", {
+  steps: [{ argv: ["python3", "-c", UNIX_NAMES_PY] }],
+});
