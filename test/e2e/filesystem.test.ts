@@ -321,3 +321,26 @@ gtest(
     }
   },
 );
+
+// tail -f of a host file while another process appends to it (issue 12): tail's inotify watch
+// copies the file up, and tail's own fd of it then follows the copy, so the appended line
+// shows. (tail also says the file "was replaced" and falls back to polling: a copy-up gives the
+// file a new inode, a documented difference.)
+gtest("tail -f of a host file shows what another process appends", async (fx) => {
+  const r = await cvisor(
+    [],
+    [
+      "sh",
+      "-c",
+      'cd "$1" || exit 1; tail -f hello.txt > "$HOME/tail.out" & t=$!; sleep 0.5; ' +
+        "echo appended >> hello.txt; " +
+        'for i in $(seq 100); do grep -q appended "$HOME/tail.out" && break; sleep 0.1; done; ' +
+        'kill $t; cat "$HOME/tail.out"',
+      "sh",
+      fx.root,
+    ],
+    { timeoutMs: 30_000 },
+  );
+  assert.equal(r.code, 0, show(r));
+  assert.equal(r.out, `${HELLO_TEXT}appended\n`, show(r));
+});

@@ -1,7 +1,9 @@
 #include "guest.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <linux/seccomp.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -205,6 +207,41 @@ int cv_guest_addfd(struct cv_guest *g, int fd, int cloexec, int send) {
     int r = ioctl(g->listener, SECCOMP_IOCTL_NOTIF_ADDFD, &add);
     if (r < 0) return errno == ENOENT ? -ESRCH : -errno;
     return r;
+}
+
+int cv_guest_fds_of(struct cv_guest *g, dev_t dev, ino_t ino, int *out, int max) {
+    /* The directory fd stays the task's even if the tid is reused, so one check covers the scan. */
+    int dfd = cv_guest_open(g, "fd", O_RDONLY | O_DIRECTORY);
+    if (dfd < 0) return dfd;
+    DIR *d = fdopendir(dfd);
+    if (!d) {
+        close(dfd);
+        return -ENOMEM;
+    }
+    int n = 0;
+    struct dirent *de;
+    while (n < max && (de = readdir(d))) {
+        char *end;
+        long fd = strtol(de->d_name, &end, 10);
+        struct stat st;
+        if (*end || end == de->d_name || fd < 0 || fd > INT_MAX) continue;
+        if (fstatat(dirfd(d), de->d_name, &st, 0) == 0 && st.st_dev == dev && st.st_ino == ino) out[n++] = (int)fd;
+    }
+    closedir(d);
+    return n;
+}
+
+int cv_guest_setfd(struct cv_guest *g, int fd, int gfd, int cloexec) {
+    struct seccomp_notif_addfd add = {
+        .id = g->id,
+        .flags = SECCOMP_ADDFD_FLAG_SETFD,
+        .srcfd = (uint32_t)fd,
+        .newfd = (uint32_t)gfd,
+        .newfd_flags = cloexec ? O_CLOEXEC : 0,
+    };
+    int r = ioctl(g->listener, SECCOMP_IOCTL_NOTIF_ADDFD, &add);
+    if (r < 0) return errno == ENOENT ? -ESRCH : -errno;
+    return 0;
 }
 
 int cv_task_pin(pid_t pid, int (*member)(pid_t pid, void *arg), void *arg) {

@@ -67,6 +67,11 @@ int cv_guest_open(struct cv_guest *g, const char *what, int flags);
 /* Install fd in the guest (SECCOMP_IOCTL_NOTIF_ADDFD; with send, as the reply): the guest's fd
  * number, or -errno (-ESRCH when the guest is gone). fd stays the caller's. */
 int cv_guest_addfd(struct cv_guest *g, int fd, int cloexec, int send);
+/* The guest's fd numbers whose file is the inode (dev, ino), up to max of them into out: how
+ * many, or -errno. Looked at through /proc/<tid>/fd, one stat each, no fd fetched. */
+int cv_guest_fds_of(struct cv_guest *g, dev_t dev, ino_t ino, int *out, int max);
+/* Our fd put at the guest's number gfd, replacing the file there (as dup2 would). 0 or -errno. */
+int cv_guest_setfd(struct cv_guest *g, int fd, int gfd, int cloexec);
 
 /* Another process of the sandbox, by pid: a pidfd that pins it, once member() (if not NULL)
  * said yes after the pin; -ENOENT when it is gone or member() said no. */

@@ -40,6 +40,8 @@ static inline struct cv_reply cv_continue(void) { return (struct cv_reply){CV_RE
 /* Install fd in the guest (ADDFD), close the supervisor's copy, and reply with its number: the
  * guest's close() is then the last one. Consumes fd. */
 struct cv_reply cv_notif_inject(struct cv_notif *n, int fd, int cloexec);
+/* cv_ov_copy_up, and then the caller's own read-only fds of the old file follow the copy. */
+int cv_notif_copy_up(struct cv_notif *n, const struct cv_vnode *v, int with_data);
 
 struct cv_reply cv_dispatch(struct cv_notif *n);
 

@@ -117,7 +117,7 @@ static int on_node(struct cv_notif *n, struct cv_vnode *v, const struct meta_op 
             if (fd < 0) return fd;
             if (access(self, W_OK) < 0 && errno != EROFS) return -errno;
         }
-        int e = cv_ov_copy_up(n->run, v, op->nr != __NR_truncate || op->length != 0);
+        int e = cv_notif_copy_up(n, v, op->nr != __NR_truncate || op->length != 0);
         if (e < 0) return e;
     }
     cv_autoclose int fd = cv_ov_open_upper(n->run, v->vpath, O_PATH, 0);

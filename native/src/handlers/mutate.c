@@ -151,7 +151,7 @@ static int bring_up(struct cv_notif *n, const struct cv_vnode *v, int *dir) {
     if (S_ISDIR(v->st.st_mode)) {
         if (v->layer == CV_LOWER || v->lower_dir) e = cv_ov_materialize(r, v->vpath, 1);
     } else if (v->layer == CV_LOWER) {
-        e = cv_ov_copy_up(r, v, 1);
+        e = cv_notif_copy_up(n, v, 1);
     }
     if (e < 0) return e;
     *dir = cv_ov_upper_parent(r, v->vpath);

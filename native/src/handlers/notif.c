@@ -2,12 +2,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "common/util.h"
+#include "overlay/layers.h"
 
 #include "handlers.h"
 
@@ -65,4 +67,45 @@ int cv_fd_of_host(const struct cv_run *r, int fd) {
     if (cv_readlink(self, real, sizeof real) < 0) return 1;
     if (real[0] != '/' || !strncmp(real, "/memfd:", 7)) return 0; /* anonymous inodes, memfds */
     return !cv_vfs_in_upper(r, real);
+}
+
+/* The guest's fd gfd is close-on-exec (a flag of the fd table, not of the file). */
+static int guest_cloexec(struct cv_notif *n, int gfd) {
+    char what[48], buf[256];
+    snprintf(what, sizeof what, "fdinfo/%d", gfd);
+    cv_autoclose int fd = cv_guest_open(&n->g, what, O_RDONLY);
+    ssize_t len = fd < 0 ? -1 : read(fd, buf, sizeof buf - 1);
+    if (len <= 0) return 1;
+    buf[len] = 0;
+    const char *f = strstr(buf, "\nflags:");
+    return f ? (strtol(f + 8, NULL, 8) & O_CLOEXEC) != 0 : 1;
+}
+
+/* A file was just copied up for this process: its own read-only fds of the old file would go on
+ * reading the old bytes and metadata, so each becomes the same open of the copy, at the same
+ * offset, as overlayfs fds follow a copy-up. Only with a stable fd table (one thread, no
+ * sharer), so the numbers looked at are the ones replaced; other processes' fds are out of
+ * reach, since ADDFD places fds only in the caller (ARCHITECTURE, "Differences"). */
+static void follow_copy_up(struct cv_notif *n, const struct stat *was, const char *vpath) {
+    if (!cv_guest_fds_stable(&n->g)) return;
+    int gfds[64];
+    int k = cv_guest_fds_of(&n->g, was->st_dev, was->st_ino, gfds, 64);
+    for (int i = 0; i < k; i++) {
+        cv_autoclose int c = cv_guest_fd(&n->g, gfds[i]); /* the copy we decide on */
+        struct stat st;
+        if (c < 0 || fstat(c, &st) < 0 || st.st_dev != was->st_dev || st.st_ino != was->st_ino) continue;
+        int fl = fcntl(c, F_GETFL);
+        if (fl < 0 || (fl & O_ACCMODE) != O_RDONLY || (fl & O_PATH)) continue;
+        cv_autoclose int u = cv_ov_open_upper(n->run, vpath, O_RDONLY | (fl & (O_NONBLOCK | O_NOATIME)), 0);
+        if (u < 0) break;
+        off_t pos = lseek(c, 0, SEEK_CUR);
+        if (pos > 0) lseek(u, pos, SEEK_SET);
+        cv_guest_setfd(&n->g, u, gfds[i], guest_cloexec(n, gfds[i]));
+    }
+}
+
+int cv_notif_copy_up(struct cv_notif *n, const struct cv_vnode *v, int with_data) {
+    int e = cv_ov_copy_up(n->run, v, with_data);
+    if (e == 0 && S_ISREG(v->st.st_mode)) follow_copy_up(n, &v->st, v->vpath);
+    return e;
 }

@@ -175,7 +175,7 @@ struct cv_reply cv_open_path(struct cv_notif *n, int dirfd, const char *path, in
         snprintf(self, sizeof self, "/proc/self/fd/%d", fd);
         if (fd < 0 || (access(self, W_OK) < 0 && errno != EROFS)) {
             out = cv_err(fd < 0 ? -fd : errno);
-        } else if ((r = cv_ov_copy_up(n->run, &v, !(flags & O_TRUNC))) < 0) {
+        } else if ((r = cv_notif_copy_up(n, &v, !(flags & O_TRUNC))) < 0) {
             out = cv_err(-r);
         } else {
             int ufd = cv_ov_open_upper(n->run, v.vpath, flags & ~(O_CREAT | O_EXCL | O_CLOEXEC), 0);

@@ -119,7 +119,7 @@ static struct cv_reply reopen_copy_up(struct cv_notif *n, const char *real, cons
                (v.layer == CV_UPPER || (v.st.st_dev == held->st_dev && v.st.st_ino == held->st_ino));
     if (!same) e = -EROFS;
     else if (!cv_ov_writable(n->run)) e = -EROFS;
-    else if (v.layer == CV_LOWER) e = cv_ov_copy_up(n->run, &v, !(flags & O_TRUNC));
+    else if (v.layer == CV_LOWER) e = cv_notif_copy_up(n, &v, !(flags & O_TRUNC));
     cv_vnode_release(&v);
     if (e < 0) return cv_err(-e);
     int fd = cv_ov_open_upper(n->run, vpath, flags & ~(O_CREAT | O_EXCL | O_CLOEXEC), 0);

@@ -235,7 +235,7 @@ static struct cv_reply do_inotify(struct cv_notif *n) {
     int fd = -1;
     if (!v.in_proc && v.layer == CV_LOWER && cv_ov_writable(n->run) &&
         (S_ISREG(v.st.st_mode) || S_ISDIR(v.st.st_mode))) {
-        e = S_ISDIR(v.st.st_mode) ? 0 : cv_ov_copy_up(n->run, &v, 1);
+        e = S_ISDIR(v.st.st_mode) ? 0 : cv_notif_copy_up(n, &v, 1);
         int d = e < 0 ? e : cv_ov_upper_dir(n->run, S_ISDIR(v.st.st_mode) ? v.vpath : "/");
         if (d >= 0) close(d);
         fd = e < 0 ? e : d < 0 ? d : cv_ov_open_upper(n->run, v.vpath, O_PATH, 0);

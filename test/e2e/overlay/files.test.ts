@@ -28,6 +28,28 @@ diffTest(
   "echo appended >> hello.txt; echo again >> sub/nested.txt; cat hello.txt sub/nested.txt; cat link-to-hello",
 );
 
+// A reader and a writer in one process: the fds it opened for reading before the file was
+// copied up read the new bytes, at their own offsets, and keep their close-on-exec flag.
+const READ_THEN_WRITE_PY = String.raw`
+import os
+r = open("hello.txt")
+raw = os.open("sub/nested.txt", os.O_RDONLY)
+kept = os.open("hello.txt", os.O_RDONLY); os.set_inheritable(kept, True)
+print(repr(r.read()), repr(os.read(raw, 6)))
+with open("hello.txt", "a") as w:
+    w.write("appended\n")
+with open("sub/nested.txt", "r+") as w:
+    w.write("NESTED")
+print(repr(r.read()), repr(os.read(raw, 100)), repr(os.read(kept, 100)), os.get_inheritable(kept))
+r.seek(0); print(repr(r.read()))
+os.lseek(raw, 0, os.SEEK_SET); print(repr(os.read(raw, 12)))
+print(os.fstat(raw).st_size == os.stat("sub/nested.txt").st_size)
+`;
+
+diffTest("a process's read-only fds of a file follow its copy-up when it writes the file", {
+  steps: [{ argv: ["python3", "-c", READ_THEN_WRITE_PY] }],
+});
+
 diffTest(
   "sed -i on host files (temp file + rename in the same directory)",
   "sed -i 's/host/sandbox/' hello.txt; sed -i -e '1d' sub/nested.txt; cat hello.txt sub/nested.txt; " +
