@@ -38,6 +38,12 @@ ssize_t cv_readlink(const char *path, char *buf, size_t len) {
     return cv_readlinkat(AT_FDCWD, path, buf, len);
 }
 
+int cv_path_under(const char *path, const char *dir) {
+    size_t l = strlen(dir);
+    if (l == 1 && dir[0] == '/') return 1;
+    return !strncmp(path, dir, l) && (path[l] == 0 || path[l] == '/');
+}
+
 int cv_reopen_dir(int fd, int flags) {
     int r = openat(fd, ".", flags | O_CLOEXEC);
     if (r >= 0 || errno != EACCES) return r;

@@ -38,6 +38,8 @@ ssize_t cv_read_full(int fd, void *buf, size_t len);
 ssize_t cv_write_full(int fd, const void *buf, size_t len);
 /* readlink into buf (NUL-terminated); returns length or -errno. */
 ssize_t cv_readlink(const char *path, char *buf, size_t len);
+/* path is dir or lies below it ("/" holds everything). */
+int cv_path_under(const char *path, const char *dir);
 /* Another open file description of the directory fd (O_CLOEXEC added): openat(fd, ".") needs
  * search permission on it, so a readable one without (0600) is reopened through procfs. */
 int cv_reopen_dir(int fd, int flags);

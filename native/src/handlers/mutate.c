@@ -92,13 +92,16 @@ static struct cv_reply do_mkdir(struct cv_notif *n, int dirfd, uint64_t addr, mo
         int t = openat(r->work_fd, tmp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         /* Where a host directory was deleted, the new one must not show its old entries. */
         if (t >= 0 && lower_has(&v)) cv_ov_set_opaque(t);
-        /* The mode goes on after the rename: moving a directory to another parent needs write
-         * permission on it (its ".." changes), which a mode like 0555 takes away. */
+        /* The mode goes on before the rename, so the directory appears whole; a mode that takes
+         * the owner's rights away (0555) only after it: moving a directory to another parent needs
+         * write permission on it (its ".." changes). */
+        mode_t want = mode & 07777 & ~cv_guest_umask(&n->g);
+        if (t >= 0) fchmod(t, want | S_IRWXU);
         if (renameat2(r->work_fd, tmp, dir, v.name, RENAME_NOREPLACE) < 0) {
             e = -errno;
             cv_ov_rmdir_upper(r->work_fd, tmp);
         } else {
-            if (t >= 0) fchmod(t, mode & 07777 & ~cv_guest_umask(&n->g));
+            if (t >= 0 && (want & S_IRWXU) != S_IRWXU) fchmod(t, want);
             cv_ov_unwhiteout(dir, v.name);
         }
         if (t >= 0) close(t);

@@ -13,11 +13,6 @@
 /* Past this many, the oldest entry goes: a process still in it then sees its old name gone. */
 #define CV_MOVED_MAX 1024
 
-static int under(const char *path, const char *dir, size_t l) {
-    if (l == 1) return 1; /* "/" */
-    return !strncmp(path, dir, l) && (path[l] == 0 || path[l] == '/');
-}
-
 int cv_moved_note(struct cv_run *r, const char *from, int upfd) {
     size_t at = r->nmoved;
     for (size_t i = 0; i < r->nmoved; i++)
@@ -55,11 +50,11 @@ int cv_moved_note(struct cv_run *r, const char *from, int upfd) {
 
 int cv_moved_real(const struct cv_run *r, const char *real, char *out, size_t len) {
     if (!r->nmoved || real[0] != '/') return 0;
-    if (r->upper && under(real, r->upper, strlen(r->upper))) return 0; /* the upper follows itself */
+    if (r->upper && cv_path_under(real, r->upper)) return 0; /* the upper follows itself */
     const char *vpath = real;                                          /* the host's: its own path */
     for (int i = 0; i < r->nlower; i++) {
-        size_t l = strlen(r->lower[i]);
-        if (under(real, r->lower[i], l)) {
+        if (cv_path_under(real, r->lower[i])) {
+            size_t l = strlen(r->lower[i]);
             vpath = real[l] ? real + l : "/";
             break;
         }
@@ -68,7 +63,7 @@ int cv_moved_real(const struct cv_run *r, const char *real, char *out, size_t le
     size_t best_len = 0;
     for (size_t i = 0; i < r->nmoved; i++) {
         size_t l = strlen(r->moved[i].from);
-        if ((!best || l > best_len) && under(vpath, r->moved[i].from, l)) {
+        if ((!best || l > best_len) && cv_path_under(vpath, r->moved[i].from)) {
             best = &r->moved[i];
             best_len = l;
         }

@@ -53,12 +53,6 @@ static int host_root(void) {
     return mine;
 }
 
-static int is_under(const char *path, const char *prefix) {
-    size_t l = strlen(prefix);
-    if (l == 1 && prefix[0] == '/') return 1;
-    return !strncmp(path, prefix, l) && (path[l] == 0 || path[l] == '/');
-}
-
 int cv_vfs_hidden(const struct cv_run *r, const char *vpath) { return cv_vfs_hidden_root(r, vpath) != NULL; }
 
 /* vpath lies in the directory that holds every hidden path (so one of them may hide it). */
@@ -84,7 +78,7 @@ int cv_vfs_may_touch_hidden(const struct cv_run *r, const char *p) {
 const char *cv_vfs_hidden_root(const struct cv_run *r, const char *vpath) {
     if (!near_hidden(r, vpath)) return NULL;
     for (size_t i = 0; i < r->nhide; i++)
-        if (is_under(vpath, r->hide[i])) return r->hide[i];
+        if (cv_path_under(vpath, r->hide[i])) return r->hide[i];
     return NULL;
 }
 
@@ -96,22 +90,19 @@ static void note_hidden(const struct cv_vctx *c, const char *vp) {
 
 /* The root of the upper or read-only layer a real path lies in, or NULL for a host path. */
 static const char *store_root(const struct cv_run *r, const char *real) {
-    if (r->upper && is_under(real, r->upper)) return r->upper;
+    if (r->upper && cv_path_under(real, r->upper)) return r->upper;
     for (int i = 0; i < r->nlower; i++)
-        if (is_under(real, r->lower[i])) return r->lower[i];
+        if (cv_path_under(real, r->lower[i])) return r->lower[i];
     return NULL;
 }
 
 int cv_vfs_in_store(const struct cv_run *r, const char *real) { return store_root(r, real) != NULL; }
 
-int cv_vfs_in_upper(const struct cv_run *r, const char *real) { return r->upper && is_under(real, r->upper); }
+int cv_vfs_in_upper(const struct cv_run *r, const char *real) { return r->upper && cv_path_under(real, r->upper); }
 
-int cv_virtual_of_real(const struct cv_run *r, const char *real, char *out, size_t len) {
+/* cv_virtual_of_real for a real path already taken through the moved directories. */
+static int virtual_of(const struct cv_run *r, const char *real, char *out, size_t len) {
     if (real[0] != '/') return -ENOENT;
-    char moved[PATH_MAX];
-    int m = cv_moved_real(r, real, moved, sizeof moved);
-    if (m < 0) return m;
-    if (m) real = moved;
     const char *root = store_root(r, real);
     if (root) {
         const char *rest = real + strlen(root);
@@ -121,6 +112,13 @@ int cv_virtual_of_real(const struct cv_run *r, const char *real, char *out, size
     if (l > 10 && !strcmp(real + l - 10, " (deleted)")) return -ENOENT;
     if (cv_vfs_hidden(r, real)) return -ENOENT;
     return snprintf(out, len, "%s", real) < (int)len ? 0 : -ENAMETOOLONG;
+}
+
+int cv_virtual_of_real(const struct cv_run *r, const char *real, char *out, size_t len) {
+    char moved[PATH_MAX];
+    int m = cv_moved_real(r, real, moved, sizeof moved);
+    if (m < 0) return m;
+    return virtual_of(r, m ? moved : real, out, len);
 }
 
 static int open_dir_at(int dirfd, const char *name) {
@@ -293,7 +291,7 @@ static void skip_host_dirs(const struct cv_run *r, struct wdir *d, char **pp) {
     while (fl > 1 && full[fl - 1] == '/') full[--fl] = 0;
     if (cv_vfs_may_touch_hidden(r, full)) /* a hidden path on the way or below */
         for (size_t i = 0; i < r->nhide; i++)
-            if (is_under(full, r->hide[i]) || is_under(r->hide[i], full)) return;
+            if (cv_path_under(full, r->hide[i]) || cv_path_under(r->hide[i], full)) return;
     if (!strncmp(full, "/proc", 5) && (!full[5] || full[5] == '/')) return;
     struct open_how how = {.flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
                            .resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS};
@@ -367,7 +365,7 @@ static int start_dir(const struct cv_vctx *c, int dirfd, struct wdir *d, int *in
     if (e < 0) return e;
     if (e) snprintf(real, sizeof real, "%s", moved);
     char vpath[PATH_MAX];
-    e = cv_virtual_of_real(r, real, vpath, sizeof vpath);
+    e = virtual_of(r, real, vpath, sizeof vpath);
     if (e < 0) return e;
     if (store_root(r, real)) {
         *touched = 1;
