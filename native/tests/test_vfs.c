@@ -26,6 +26,7 @@
 
 #include "check.h"
 #include "guest/guest.h"
+#include "overlay/alias.h"
 #include "overlay/layers.h"
 #include "overlay/moved.h"
 #include "overlay/vfs.h"
@@ -212,6 +213,49 @@ int main(void) {
         check(unlink(real) == 0 && rmdir(up_m2) == 0, "rm m2");
         expect("./g", F, -ENOENT, 0, 0, -1);
         if (chdir("/") != 0) failf("chdir /");
+    }
+
+    /* A link made U/a/new the copy of the host's H/a/g: it answers as H/a/g until it changes. */
+    {
+        char hg[256], un[600];
+        snprintf(hg, sizeof hg, "%s/a/g", H);
+        snprintf(un, sizeof un, "%s/a/new", U);
+        int src = open(hg, O_PATH | O_CLOEXEC), cp = open(un, O_PATH | O_CLOEXEC);
+        struct stat hs, us;
+        check(src >= 0 && cp >= 0 && fstat(src, &hs) == 0 && fstat(cp, &us) == 0, "alias: fixtures");
+        check(cv_alias_note(run, src, &us) == 0 && cv_alias_note(run, src, &us) == 0 && run->nalias == 1,
+              "alias: noted once");
+        struct cv_vnode av;
+        if (res("a/new", F, &av) == 0) {
+            check(av.st.st_ino == hs.st_ino && av.st.st_dev == hs.st_dev && av.st.st_nlink == us.st_nlink,
+                  "alias: stat is the host file's, with the copy's link count");
+            check(av.aino == us.st_ino && av.adev == us.st_dev && av.layer == CV_UPPER, "alias: the copy is known");
+            int fd = cv_alias_open(run, av.adev, av.aino, O_RDONLY);
+            char buf[8] = "";
+            check(fd >= 0 && read(fd, buf, sizeof buf) == 1 && buf[0] == 'g', "alias: reads the host file");
+            if (fd >= 0) close(fd);
+            struct stat was;
+            check(cv_alias_drop(run, av.adev, av.aino, &was) == 1 && was.st_ino == hs.st_ino, "alias: dropped");
+            check(cv_alias_drop(run, av.adev, av.aino, &was) == 0 && run->nalias == 0, "alias: dropped once");
+            cv_vnode_release(&av);
+        } else {
+            failf("alias: a/new does not resolve");
+        }
+        if (res("a/new", F, &av) == 0) {
+            check(av.st.st_ino == us.st_ino && !av.aino, "alias: after the drop the copy answers for itself");
+            cv_vnode_release(&av);
+        }
+        /* Changed by anything but this run's own calls (its ctime moves): no alias any more. */
+        check(cv_alias_note(run, src, &us) == 0, "alias: noted again");
+        struct timespec later[2] = {{0, UTIME_OMIT}, {1, 0}};
+        usleep(20000); /* past the clock tick of the copy's ctime */
+        check(utimensat(AT_FDCWD, un, later, 0) == 0, "alias: the copy changed behind its back");
+        if (res("a/new", F, &av) == 0) {
+            check(av.st.st_ino == us.st_ino && !av.aino, "alias: a changed copy answers for itself");
+            cv_vnode_release(&av);
+        }
+        if (src >= 0) close(src);
+        if (cp >= 0) close(cp);
     }
 
     cv_run_free(run);

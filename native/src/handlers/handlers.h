@@ -42,6 +42,9 @@ static inline struct cv_reply cv_continue(void) { return (struct cv_reply){CV_RE
 struct cv_reply cv_notif_inject(struct cv_notif *n, int fd, int cloexec);
 /* cv_ov_copy_up, and then the caller's own read-only fds of the old file follow the copy. */
 int cv_notif_copy_up(struct cv_notif *n, const struct cv_vnode *v, int with_data);
+/* Before an upper file changes: if it stands for the host file it was linked from
+ * (overlay/alias.h), it stops, and the caller's read-only fds of that file follow to the copy. */
+void cv_notif_settle_alias(struct cv_notif *n, const struct cv_vnode *v);
 
 struct cv_reply cv_dispatch(struct cv_notif *n);
 

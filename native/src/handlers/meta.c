@@ -119,6 +119,8 @@ static int on_node(struct cv_notif *n, struct cv_vnode *v, const struct meta_op 
         }
         int e = cv_notif_copy_up(n, v, op->nr != __NR_truncate || op->length != 0);
         if (e < 0) return e;
+    } else {
+        cv_notif_settle_alias(n, v);
     }
     cv_autoclose int fd = cv_ov_open_upper(n->run, v->vpath, O_PATH, 0);
     if (fd < 0) return fd;

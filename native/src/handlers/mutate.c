@@ -15,6 +15,7 @@
 
 #include "common/util.h"
 #include "handlers.h"
+#include "overlay/alias.h"
 #include "overlay/dirsnap.h"
 #include "overlay/layers.h"
 #include "overlay/moved.h"
@@ -161,6 +162,37 @@ static int bring_up(struct cv_notif *n, const struct cv_vnode *v, int *dir) {
     return *dir < 0 ? *dir : 0;
 }
 
+/* link(2) of an existing node to the new name (ndir, name): in the upper. A host or layer file
+ * is copied up, and the copy stands for it while unchanged (overlay/alias.h): both names are
+ * then the file that was there, as a hard link makes them; the caller's fds stay on it. */
+static int link_node(struct cv_notif *n, const struct cv_vnode *v, int ndir, const char *name) {
+    cv_autoclose int src = v->layer == CV_LOWER && S_ISREG(v->st.st_mode) ? cv_vnode_open(v, 0) : -1;
+    int e = 0, odir = -1;
+    if (src >= 0) {
+        e = cv_ov_copy_up(n->run, v, 1);
+        if (e == 0) odir = cv_ov_upper_parent(n->run, v->vpath);
+        if (e == 0 && odir < 0) e = odir;
+    } else {
+        e = bring_up(n, v, &odir);
+    }
+    if (e == 0 && linkat(odir, v->name, ndir, name, 0) < 0) e = -errno;
+    struct stat now;
+    if (e == 0 && (src >= 0 || v->aino) && fstatat(ndir, name, &now, AT_SYMLINK_NOFOLLOW) == 0) {
+        if (src >= 0) cv_alias_note(n->run, src, &now); /* failing, the copy answers for itself */
+        else cv_alias_relinked(n->run, v->adev, v->aino, &now);
+    }
+    if (odir >= 0) close(odir);
+    return e;
+}
+
+/* After this run changed the names of an alias's copy (overlay/alias.h): its stat now, through
+ * `pin` (an O_PATH fd taken before) or its new name. */
+static void relinked(struct cv_run *r, const struct cv_vnode *v, int pin, int dir, const char *name) {
+    struct stat now;
+    if (v->aino && (pin >= 0 ? fstat(pin, &now) : fstatat(dir, name, &now, AT_SYMLINK_NOFOLLOW)) == 0)
+        cv_alias_relinked(r, v->adev, v->aino, &now);
+}
+
 static struct cv_reply do_link(struct cv_notif *n, int odirfd, uint64_t oaddr, int ndirfd, uint64_t naddr, int flags) {
     if (flags & ~(AT_SYMLINK_FOLLOW | AT_EMPTY_PATH)) return cv_err(EINVAL);
     char path[PATH_MAX];
@@ -204,21 +236,13 @@ static struct cv_reply do_link(struct cv_notif *n, int odirfd, uint64_t oaddr, i
             if (e == 0 && (!hv.exists || hv.in_proc || S_ISDIR(hv.st.st_mode))) e = -EXDEV;
             else if (e == 0 && hv.layer == CV_LOWER && (hv.st.st_dev != held.st_dev || hv.st.st_ino != held.st_ino))
                 e = -EXDEV;
-            int odir = -1;
-            if (e == 0) e = bring_up(n, &hv, &odir);
-            if (e == 0 && linkat(odir, hv.name, ndir, nv.name, 0) < 0) e = -errno;
-            if (odir >= 0) close(odir);
+            if (e == 0) e = link_node(n, &hv, ndir, nv.name);
             cv_vnode_release(&hv);
         }
     } else if (S_ISDIR(ov.st.st_mode)) {
         e = -EPERM;
     } else {
-        int odir;
-        e = bring_up(n, &ov, &odir);
-        if (e == 0) {
-            if (linkat(odir, ov.name, ndir, nv.name, 0) < 0) e = -errno;
-            close(odir);
-        }
+        e = link_node(n, &ov, ndir, nv.name);
     }
     if (e == 0) cv_ov_unwhiteout(ndir, nv.name);
     close(ndir);
@@ -254,8 +278,10 @@ static struct cv_reply do_remove(struct cv_notif *n, int dirfd, uint64_t addr, i
         if (dir < 0) e = dir;
         /* The whiteout first: a crash after it leaves the name deleted, never half-removed. */
         if (e == 0 && lower_has(&v)) e = cv_ov_whiteout(dir, v.name);
+        cv_autoclose int pin = e == 0 && v.aino ? openat(dir, v.name, O_PATH | O_NOFOLLOW | O_CLOEXEC) : -1;
         if (e == 0 && v.layer == CV_UPPER)
             e = rmdir ? cv_ov_rmdir_upper(dir, v.name) : (unlinkat(dir, v.name, 0) < 0 ? -errno : 0);
+        if (e == 0) relinked(r, &v, pin, -1, NULL);
     }
     cv_vnode_release(&v);
     return e < 0 ? cv_err(-e) : cv_val(0);
@@ -298,6 +324,8 @@ static int exchange(struct cv_notif *n, struct cv_vnode *ov, struct cv_vnode *nv
     if (e == 0 && S_ISDIR(nv->st.st_mode)) e = hide_host_twin(ndir, nv->name, ov);
     if (e == 0 && renameat2(odir, ov->name, ndir, nv->name, RENAME_EXCHANGE) < 0) e = -errno;
     if (e == 0) {
+        relinked(n->run, ov, -1, ndir, nv->name);
+        relinked(n->run, nv, -1, odir, ov->name);
         n->run->dir_renames++;
         note_moved(n->run, ov, ndir, nv->name);
         note_moved(n->run, nv, odir, ov->name);
@@ -357,8 +385,11 @@ static struct cv_reply do_rename(struct cv_notif *n, int odirfd, uint64_t oaddr,
         /* An empty target directory in the upper may still hold whiteouts: clear it. */
         if (e == 0 && nv.exists && nv.layer == CV_UPPER) e = cv_ov_rmdir_upper(ndir, nv.name);
     }
+    cv_autoclose int pin = e == 0 && nv.exists && nv.aino ? openat(ndir, nv.name, O_PATH | O_NOFOLLOW | O_CLOEXEC) : -1;
     if (e == 0 && renameat2(odir, ov.name, ndir, nv.name, flags) < 0) e = -errno;
     if (e == 0) {
+        relinked(r, &ov, -1, ndir, nv.name);
+        relinked(r, &nv, pin, -1, NULL); /* the name it lost */
         cv_ov_unwhiteout(ndir, nv.name);
         if (lower_has(&ov)) e = cv_ov_whiteout(odir, ov.name);
         if (S_ISDIR(ov.st.st_mode)) r->dir_renames++;

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "common/util.h"
+#include "overlay/alias.h"
 #include "overlay/layers.h"
 
 #include "handlers.h"
@@ -108,4 +109,9 @@ int cv_notif_copy_up(struct cv_notif *n, const struct cv_vnode *v, int with_data
     int e = cv_ov_copy_up(n->run, v, with_data);
     if (e == 0 && S_ISREG(v->st.st_mode)) follow_copy_up(n, &v->st, v->vpath);
     return e;
+}
+
+void cv_notif_settle_alias(struct cv_notif *n, const struct cv_vnode *v) {
+    struct stat was;
+    if (v->aino && cv_alias_drop(n->run, v->adev, v->aino, &was) > 0) follow_copy_up(n, &was, v->vpath);
 }

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "common/util.h"
+#include "overlay/alias.h"
 #include "handlers.h"
 #include "overlay/layers.h"
 #include "overlay/resolve.h"
@@ -85,6 +86,11 @@ static struct cv_reply open_existing(struct cv_notif *n, const struct cv_vnode *
             return cv_err(EACCES);
         }
         oflags = O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK | (flags & O_DIRECTORY);
+    }
+    if (v->aino && !writes(flags)) {
+        /* An alias reads as the file it stands for, so that fstat agrees with stat. */
+        int fd = cv_alias_open(n->run, v->adev, v->aino, oflags & ~(O_NOFOLLOW | O_NOCTTY));
+        if (fd != -ENOENT) return fd < 0 ? cv_err(-fd) : inject_checked(n, fd, flags);
     }
     int dir = v->psrc;
     const char *name = *v->name ? v->name : ".";
@@ -165,6 +171,7 @@ struct cv_reply cv_open_path(struct cv_notif *n, int dirfd, const char *path, in
     } else if (!w) {
         out = v.touched || v.layer == CV_UPPER ? open_existing(n, &v, flags) : cv_continue();
     } else if (v.layer == CV_UPPER) {
+        cv_notif_settle_alias(n, &v);
         out = open_existing(n, &v, flags);
     } else if (!S_ISREG(st->st_mode)) {
         out = cv_err(S_ISSOCK(st->st_mode) ? ENXIO : EROFS); /* host devices and FIFOs stay read-only */

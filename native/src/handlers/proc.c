@@ -120,6 +120,7 @@ static struct cv_reply reopen_copy_up(struct cv_notif *n, const char *real, cons
     if (!same) e = -EROFS;
     else if (!cv_ov_writable(n->run)) e = -EROFS;
     else if (v.layer == CV_LOWER) e = cv_notif_copy_up(n, &v, !(flags & O_TRUNC));
+    else cv_notif_settle_alias(n, &v);
     cv_vnode_release(&v);
     if (e < 0) return cv_err(-e);
     int fd = cv_ov_open_upper(n->run, vpath, flags & ~(O_CREAT | O_EXCL | O_CLOEXEC), 0);

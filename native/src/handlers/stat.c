@@ -18,6 +18,7 @@
 #include "common/relay_proto.h"
 #include "common/util.h"
 #include "handlers.h"
+#include "overlay/alias.h"
 #include "overlay/layers.h"
 #include "overlay/vfs.h"
 
@@ -30,6 +31,10 @@ int cv_vnode_open(const struct cv_vnode *v, int flags) {
     if (v->in_proc) {
         int fd = open(v->proc.path, O_PATH | O_NOFOLLOW | O_CLOEXEC | flags);
         return fd < 0 ? -errno : fd;
+    }
+    if (v->aino) {
+        int fd = cv_alias_open(v->run, v->adev, v->aino, O_PATH | flags);
+        if (fd != -ENOENT) return fd;
     }
     int dir = v->psrc;
     if (dir < 0) return -ENOENT;
@@ -106,6 +111,7 @@ static struct cv_reply do_statx(struct cv_notif *n) {
     if (fd < 0) return cv_err(fd_only ? EBADF : -fd);
     struct statx stx;
     if (statx(fd, "", AT_EMPTY_PATH | (flags & AT_STATX_SYNC_TYPE), (unsigned)a[3], &stx) < 0) return cv_err(errno);
+    if (!fd_only && v.aino) stx.stx_nlink = (__u32)v.st.st_nlink; /* the alias's names, not its source's */
     return reply_write(n, a[4], &stx, sizeof stx, 0);
 }
 

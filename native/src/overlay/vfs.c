@@ -13,6 +13,7 @@
 #include "common/sysnr.h"
 #include "common/util.h"
 #include "guest/guest.h"
+#include "overlay/alias.h"
 #include "overlay/layers.h"
 #include "overlay/lowers.h"
 #include "overlay/moved.h"
@@ -655,6 +656,7 @@ int cv_vresolve(const struct cv_vctx *c, int dirfd, const char *path, int flags,
             v->lidx = lidx;
             v->touched |= lidx > 0; /* a layer's copy: the kernel would answer with the host's */
             v->st = st;
+            if (layer == CV_UPPER && r->nalias && cv_alias_stat(r, &v->st)) v->adev = st.st_dev, v->aino = st.st_ino;
             snprintf(v->vpath, sizeof v->vpath, "%s", vp);
             if (S_ISDIR(st.st_mode)) {
                 /* A directory: whether it merges with lower twins, whether it is opaque. */

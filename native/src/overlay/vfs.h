@@ -29,6 +29,8 @@ struct cv_vnode {
     int touched;         /* the answer involved the upper, a read-only layer or a whiteout: no CONTINUE */
     int trailing;        /* the path ended in '/' */
     struct stat st;      /* lstat (or stat when following) of the final, from its layer */
+    dev_t adev;          /* aino != 0: an upper copy standing for the host file it was linked */
+    ino_t aino;          /* from (overlay/alias.h); these are the copy's, st is that file's */
     char vpath[PATH_MAX];/* absolute, symlink-free virtual path of the final */
     const char *name;    /* its last component (inside vpath; "" for "/") */
     int pup;             /* the parent directory in the upper (O_PATH), or -1 */

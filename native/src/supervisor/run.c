@@ -17,6 +17,7 @@
 #include "common/util.h"
 #include "filter/table.h"
 #include "overlay/lowers.h"
+#include "overlay/alias.h"
 #include "overlay/moved.h"
 
 static char *xstrdup(const char *s) { return s ? strdup(s) : NULL; }
@@ -429,6 +430,7 @@ static void run_destroy(struct cv_run *r) {
     free(r->relays);
     free(r->cwds);
     cv_moved_free(r);
+    cv_alias_free(r);
     free(r->argv);
     free(r->envp);
     free(r->hide);

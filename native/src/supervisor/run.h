@@ -65,6 +65,8 @@ struct cv_moved {
     int up;     /* its copy in the upper (O_PATH), wherever it is now */
 };
 
+struct cv_alias; /* overlay/alias.c */
+
 struct cv_pty_pin; /* handlers/pty.c */
 
 struct cv_unix_name; /* handlers/sock.c */
@@ -129,6 +131,8 @@ struct cv_run {
     unsigned long dir_renames; /* directories this run renamed: a remembered cwd may have moved */
     struct cv_moved *moved;   /* directories brought up by a rename (overlay/moved.c) */
     size_t nmoved, moved_cap;
+    struct cv_alias *aliases; /* upper copies standing for the host files they were linked from */
+    size_t nalias, alias_cap;
     pthread_mutex_t state_lock;   /* makes the handler families' states below, on first use */
     struct cv_lock_state *locks;  /* POSIX locks' shadows (handlers/lock.c) */
     pthread_mutex_t deny_lock;    /* refused calls (supervisor/denials.c) */

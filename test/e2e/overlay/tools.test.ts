@@ -4,6 +4,9 @@
 // sandbox's layer ("[exec from upper]"): that needs the overlay's exec relay, a separate
 // mechanism from the file operations above, so they are kept apart and named so.
 import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
+import { mkdirSync, writeFileSync } from "node:fs";
+import path from "node:path";
 import {
   addBuildFiles,
   addManyFiles,
@@ -11,6 +14,7 @@ import {
   sh,
   type DiffCase,
 } from "../../helpers/differential.js";
+import type { Fixture } from "../../helpers/fixture.js";
 import { which } from "../../helpers/repo.js";
 
 diffTest("tar a host subtree, then extract it elsewhere in the tree", {
@@ -140,6 +144,82 @@ diffTest("git init, add, commit, log, status, diff, checkout in the tree", {
   ignoreContent: /^\.\/\.git\/index$/,
   timeoutMs: 60_000,
 });
+
+// A hard link of a host file is one file under two names (issue 12): the same st_dev/st_ino as
+// the host file had before the link, st_nlink 2, a write through one name seen through the
+// other, and an open of either name is that file too (cp compares its fstat with the stat it
+// took; tar archives the second name as a link). A local git clone hard-links every object and
+// checks exactly this ("hardlink different from source").
+const LINK_PY = String.raw`
+import os
+def ident(p):
+    s = os.stat(p)
+    return (s.st_dev, s.st_ino)
+before = ident("hello.txt")
+os.link("hello.txt", "hl")
+for name in ("hello.txt", "hl"):
+    s = os.stat(name)
+    fd = os.open(name, os.O_RDONLY)
+    f = os.fstat(fd)
+    os.close(fd)
+    print(name, "same as before" if ident(name) == before else "CHANGED", "nlink", s.st_nlink,
+          "fstat agrees" if (f.st_dev, f.st_ino) == ident(name) else "FSTAT DIFFERS")
+with open("hl", "a") as f:
+    f.write("through hl\n")
+print(open("hello.txt").read(), end="")
+print("after the write:", "one file" if ident("hl") == ident("hello.txt") else "TWO FILES",
+      "nlink", os.stat("hello.txt").st_nlink)
+os.link("sub/nested.txt", "n2")
+os.chmod("n2", 0o600)
+fd = os.open("sub/nested.txt", os.O_RDONLY)
+print("after chmod:", oct(os.stat("sub/nested.txt").st_mode), "one file" if ident("n2") == ident("sub/nested.txt") else "TWO FILES",
+      "fstat agrees" if (os.fstat(fd).st_ino, os.fstat(fd).st_mode) == (os.stat("n2").st_ino, os.stat("n2").st_mode) else "FSTAT DIFFERS")
+os.close(fd)
+os.unlink("sub/nested.txt")
+print("n2 after unlink:", open("n2").read().strip(), "nlink", os.stat("n2").st_nlink)
+`;
+
+/** `origin/`: a git repository with two commits, made natively before the run. */
+function addGitRepo(fx: Fixture): void {
+  const dir = fx.p("origin");
+  mkdirSync(dir);
+  const git = (...args: string[]): void => {
+    execFileSync("git", ["-C", dir, ...args], {
+      env: { ...process.env, ...GIT_ENV },
+      stdio: "ignore",
+    });
+  };
+  git("-c", "init.defaultBranch=main", "init", "-q", ".");
+  writeFileSync(path.join(dir, "a.txt"), "a\n");
+  git("add", "a.txt");
+  git("commit", "-q", "-m", "first");
+  writeFileSync(path.join(dir, "b.txt"), "b\n");
+  git("add", "b.txt");
+  git("commit", "-q", "-m", "second");
+}
+
+diffTest(
+  "ln of a host file, then git clone of a local repository (hard links that are one file)",
+  {
+    steps: [
+      { argv: ["python3", "-c", LINK_PY] },
+      sh(
+        "cp hl hl-copy && cat hl-copy && tar -cvf links.tar hello.txt hl | sort && tar -tvf links.tar | grep -c 'link to'",
+      ),
+      sh(
+        "git clone -q origin clone && git -C clone log --format='%H %s' && git -C clone fsck --no-progress && " +
+          "ls clone && cd clone && for o in $(cd .git/objects && find . -type f -path './??/*'); do " +
+          'test "$(stat -c %d:%i .git/objects/$o)" = "$(stat -c %d:%i ../origin/.git/objects/$o)" && echo linked || echo NOT; done | sort | uniq -c',
+      ),
+    ],
+    env: GIT_ENV,
+    // The clone's config and reflogs name the origin by its absolute path, which differs.
+    ignoreContent:
+      /^\.\/(clone|origin)\/\.git\/index$|^\.\/clone\/\.git\/(config|logs\/.*)$|^\.\/links\.tar$/,
+    timeoutMs: 60_000,
+  },
+  { setup: addGitRepo },
+);
 
 const MAKE_CASE: DiffCase = {
   steps: [
