@@ -21,8 +21,9 @@ import {
   utimesSync,
   writeFileSync,
 } from "node:fs";
-import { dirname, resolve } from "node:path";
+import { basename, dirname, join, resolve } from "node:path";
 import { CvisorError } from "../src/core/errors.js";
+import { cvisorHome } from "../src/paths.js";
 import { upperDirOf } from "../src/sandbox/copy-in.js";
 import { OPAQUE_MARKER, WHITEOUT_PREFIX } from "../src/sandbox/layer-names.js";
 import { fileTimes } from "../src/sandbox/copy-tree.js";
@@ -40,11 +41,74 @@ export interface Staging {
   abort(): void;
 }
 
-/** Prepares a restore into a host directory. */
-export function stageHost(path: string): Staging {
+/** A path with its existing part's symlinks resolved (the rest as written). */
+function realish(path: string): string {
+  const abs = resolve(path);
+  try {
+    return realpathSync(abs);
+  } catch {
+    const parent = dirname(abs);
+    return parent === abs ? abs : join(realish(parent), basename(abs));
+  }
+}
+
+/** The current directory, real; undefined when it was removed (nothing can be inside it). */
+function currentDir(): string | undefined {
+  try {
+    return realish(process.cwd());
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Why a restore must not replace the directory `dst` (a real path): it is or holds what the user
+ * did not name. undefined when it may.
+ */
+function protectedDestination(dst: string): string | undefined {
+  if (dst === "/") return "it is /";
+  const state = realish(cvisorHome());
+  const cwd = currentDir();
+  const home = process.env.HOME ? realish(process.env.HOME) : undefined;
+  const named: [string | undefined, string][] = [
+    [cwd, "the current directory"],
+    [home, "$HOME"],
+    [state, "cvisor's state directory"],
+  ];
+  for (const [x, what] of named) {
+    if (x === dst) return `it is ${what}`;
+    if (x?.startsWith(`${dst}/`)) return `it holds ${what}`;
+  }
+  if (dst.startsWith(`${state}/`)) return "it is inside cvisor's state directory";
+  return undefined;
+}
+
+/**
+ * The real directory a host restore into `path` would replace, or a CvisorError when it must
+ * not (it is or holds what the user did not name). Checked before the lookup, and again here.
+ */
+export function hostDestination(path: string): string {
   let dst = resolve(path);
   const st = lstatSync(dst, { throwIfNoEntry: false });
   if (st?.isSymbolicLink()) dst = realpathSync(dst); // the user named it: restore where it leads
+  dst = realish(dst);
+  const why = protectedDestination(dst);
+  if (why) {
+    const instead = why.includes("inside")
+      ? "restore somewhere outside it"
+      : `restore into a directory of its own (such as ${join(path, "deps")})`;
+    throw new CvisorError(
+      `cache restore: refusing to replace ${path}: ${why}, and a restore replaces its ` +
+        `destination whole; ${instead}`,
+      "EUSAGE",
+    );
+  }
+  return dst;
+}
+
+/** Prepares a restore into a host directory. */
+export function stageHost(path: string): Staging {
+  const dst = hostDestination(path);
   const there = lstatSync(dst, { throwIfNoEntry: false });
   if (there && !there.isDirectory()) {
     throw new CvisorError(`${path}: exists and is not a directory`, "ENOTDIR");

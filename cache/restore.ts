@@ -13,7 +13,7 @@ import { codecOf, type Codec } from "./format/codec.js";
 import { ESTARGZ_META_NAMES, TOC_NAME, type Toc } from "./format/estargz.js";
 import { extractTar, HostileArchiveError, type ExtractReport } from "./format/unpack.js";
 import { lookup, type HitKind } from "./lookup.js";
-import { stageHost, stageSandbox, type Staging } from "./place.js";
+import { hostDestination, stageHost, stageSandbox, type Staging } from "./place.js";
 
 export type RestoreTarget =
   | { kind: "host"; path: string }
@@ -118,6 +118,7 @@ export async function restoreCache(
 ): Promise<RestoreResult> {
   validateKey(key);
   const restoreKeys = (opts.restoreKeys ?? []).map(validatePrefix);
+  if (target.kind === "host") hostDestination(target.path); // refused even on a miss
   const found = await lookup(backend, key, restoreKeys);
   if (found.hit === "miss" || found.entry === undefined) return { hit: "miss" };
   const meta = found.entry;

@@ -229,6 +229,61 @@ gtest(
   },
 );
 
+// A restore replaces its destination whole, so it must never be pointed at a directory that
+// holds what the user did not name (issue 13): the state directory (every sandbox and the cache
+// itself), $HOME, the current directory or one of its ancestors, or /. Each is refused with one
+// line, and nothing changes; a directory beside them still restores.
+gtest(
+  "cache: restore refuses /, $HOME, $CVISOR_HOME, the current directory and its ancestors",
+  async (fx) => {
+    const e = setup(fx);
+    const src = join(fx.scratch, "deps");
+    mkdirSync(src);
+    writeFileSync(join(src, "a.txt"), "a\n");
+    ok(await e.cache(["save", "k1", src]));
+    const home = join(fx.scratch, "home");
+    const cwd = join(fx.scratch, "work", "project");
+    mkdirSync(home);
+    mkdirSync(cwd, { recursive: true });
+    writeFileSync(join(home, "keep"), "mine\n");
+    writeFileSync(join(cwd, "keep"), "mine\n");
+    const restore = (dest: string, key = "k1") =>
+      runCli(["cache", "restore", key, dest], {
+        extraEnv: { ...e.env, HOME: home },
+        cwd,
+        timeoutMs: 60_000,
+      });
+    const cases: [string, RegExp][] = [
+      [".", /it is the current directory/],
+      [cwd, /it is the current directory/],
+      [join(fx.scratch, "work"), /it holds the current directory/],
+      ["..", /it holds the current directory/],
+      [home, /it is \$HOME/],
+      [e.home, /it is cvisor's state directory/],
+      [join(e.home, "cache"), /it is inside cvisor's state directory/],
+      [fx.scratch, /it holds the current directory/],
+      ["/", /it is \/,/],
+    ];
+    for (const [dest, why] of cases) {
+      const r = await restore(dest);
+      assert.equal(r.code, 125, `${dest}\n${show(r)}`);
+      assert.match(r.err, /^cvisor: cache restore: refusing to replace .*\n$/, dest);
+      assert.match(r.err, why, dest);
+    }
+    // Refused before the lookup: a miss says so too, not "cache miss".
+    const miss = await restore(".", "no-such-key");
+    assert.equal(miss.code, 125, show(miss));
+    assert.match(miss.err, /refusing to replace \.: it is the current directory/);
+    assert.equal(readFileSync(join(cwd, "keep"), "utf8"), "mine\n");
+    assert.equal(readFileSync(join(home, "keep"), "utf8"), "mine\n");
+    assert.ok(existsSync(join(e.home, "cache")), "the state directory is still there");
+    assert.deepEqual(readdirSync(join(fx.scratch, "work")), ["project"]);
+    // Beside them, and below the current directory: restored.
+    ok(await restore("out"));
+    assert.equal(readFileSync(join(cwd, "out", "a.txt"), "utf8"), "a\n");
+  },
+);
+
 gtest(
   "cache: the CLI on an s3:// backend (a loopback S3 server): save, lookup, restore",
   async (fx) => {
