@@ -8,6 +8,8 @@ export const EXIT_OK = 0;
 export const EXIT_DOCTOR_FAILED = 1;
 /** `cache restore --fail-on-miss` found no entry: told apart from cvisor's own failures (125). */
 export const EXIT_CACHE_MISS = 1;
+/** The reader of stdout went away (`cvisor ls | head -1`): what a C tool's SIGPIPE death shows. */
+export const EXIT_SIGPIPE = 128 + 13;
 /** 124 timeout, 125 cvisor failed, 126 cannot execute, 127 not found: shared with the library. */
 export { EXIT_CANNOT_EXEC, EXIT_CVISOR, EXIT_NOT_FOUND, EXIT_TIMEOUT } from "../sandbox/result.js";
 

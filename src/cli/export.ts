@@ -12,6 +12,7 @@ import {
   rmSync,
 } from "node:fs";
 import type { Writable } from "node:stream";
+import { getSystemErrorMap } from "node:util";
 import { pack as tarPack, type Header } from "tar-stream";
 
 type EntryHeader = Partial<Header> & { name: string };
@@ -51,6 +52,7 @@ export async function writeLayer(
       resolve(),
     );
   });
+  done.catch(() => undefined); // awaited at the end; a failed entry may throw first
   tar.pipe(out);
   const firstPath = new Map<string, string>(); // dev:ino -> the first name of a hard-linked file
   for (const e of walkEffective(layers)) {
@@ -111,6 +113,7 @@ export async function writeLayer(
         const sink = tar.entry({ ...base, type: "file", size: st.size }, (err) =>
           err ? reject(err) : resolve(),
         );
+        sink.on("error", reject); // the output failed: the callback alone leaves it unhandled
         createReadStream(e.path, { fd }).on("error", reject).pipe(sink);
       });
     } else {
@@ -125,9 +128,16 @@ function entry(tar: ReturnType<typeof tarPack>, header: EntryHeader): Promise<vo
   return new Promise((resolve, reject) => {
     // A file entry without data still needs its (empty) body, or it never finishes.
     const cb = (err?: Error | null): void => (err ? reject(err) : resolve());
-    if (header.type === "file") tar.entry(header, "", cb);
-    else tar.entry(header, cb);
+    const sink = header.type === "file" ? tar.entry(header, "", cb) : tar.entry(header, cb);
+    sink.on("error", reject);
   });
+}
+
+/** An fs error in words ("no such file or directory"), else its message. */
+function errorText(err: unknown): string {
+  const errno = (err as NodeJS.ErrnoException).errno;
+  const known = errno === undefined ? undefined : getSystemErrorMap().get(errno);
+  return known ? known[1] : (err as Error).message;
 }
 
 export async function exportLayer(plan: StoreCommandPlan): Promise<number> {
@@ -146,8 +156,7 @@ export async function exportLayer(plan: StoreCommandPlan): Promise<number> {
       renameSync(tmp, file);
     } catch (err) {
       rmSync(tmp, { force: true });
-      const code = (err as NodeJS.ErrnoException).code;
-      throw new CvisorError(`cannot write ${file}: ${code ?? (err as Error).message}`, "EEXPORT");
+      throw new CvisorError(`cannot write ${file}: ${errorText(err)}`, "EEXPORT");
     }
   }
   if (plan.json) writeStderr(`${JSON.stringify(summary)}\n`);

@@ -11,7 +11,7 @@
 import { CvisorError } from "../core/errors.js";
 import { exitNow, setPackageAnchor } from "../core/native.js";
 import { CliError, writeStderr } from "./errors.js";
-import { EXIT_CVISOR } from "./exit-codes.js";
+import { EXIT_CVISOR, EXIT_SIGPIPE } from "./exit-codes.js";
 import { fastParse } from "./fast-parse.js";
 import type { Plan } from "./plan.js";
 // Static: the run path is the one that must start fast.
@@ -43,6 +43,16 @@ async function execute(plan: Plan): Promise<number> {
   }
 }
 
+/** A write to a stdout nobody reads any more: the end, quietly, as SIGPIPE ends a C tool. */
+function isEpipe(err: unknown): boolean {
+  return (err as NodeJS.ErrnoException | null)?.code === "EPIPE";
+}
+
+function stdoutFailed(err: Error): void {
+  if (!isEpipe(err)) writeStderr(`cvisor: cannot write to stdout: ${err.message}\n`);
+  process.exit(isEpipe(err) ? EXIT_SIGPIPE : EXIT_CVISOR);
+}
+
 function report(err: unknown): number {
   const debug = process.env.CVISOR_DEBUG === "1";
   const message = err instanceof Error ? err.message : String(err);
@@ -70,6 +80,8 @@ async function main(): Promise<void> {
   let chosen: Plan | undefined;
   try {
     chosen = await plan(process.argv.slice(2));
+    // Not for a run: touching process.stdout loads net and tty, which `cvisor -- true` must not.
+    if (chosen.kind !== "run") process.stdout.on("error", stdoutFailed);
     process.exitCode = await execute(chosen);
   } catch (err) {
     process.exitCode = report(err);
