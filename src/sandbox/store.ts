@@ -143,14 +143,15 @@ export function readMeta(dir: string, name: string): SandboxMeta | undefined {
     try {
       text = readFileSync(`${dir}/meta.json`, "utf8");
     } catch (err) {
-      if (errCode(err) !== "ENOENT" || !exists(dir)) throw err;
-      // The directory appeared between the two calls (another process renamed its new sandbox
-      // into place, meta.json included): read again.
+      if (errCode(err) !== "ENOENT") throw err;
+      // Whether the sandbox exists is decided once, here: another process may rename its new
+      // sandbox into place (meta.json included) at any moment, so a directory seen now is read
+      // again, and one not seen is no sandbox yet.
+      if (!exists(dir)) return undefined;
       text = readFileSync(`${dir}/meta.json`, "utf8");
     }
   } catch (err) {
     const c = errCode(err);
-    if (c === "ENOENT" && !exists(dir)) return undefined;
     const why =
       c === "ENOENT"
         ? "it has no meta.json (not a cvisor sandbox; move it away)"
