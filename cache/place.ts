@@ -31,6 +31,7 @@ import { at, errCode, lstatAt } from "../src/sandbox/fd-path.js";
 import { removeTree } from "../src/sandbox/remove-tree.js";
 import { tag } from "../src/sandbox/store.js";
 import { MergedView, ViewError, type ViewDir } from "../src/sandbox/view.js";
+import { makeDirs } from "../src/sandbox/make-dirs.js";
 
 /** A destination, checked, and the temporary directory to extract into (made, empty, 0700). */
 export interface Staging {
@@ -113,7 +114,7 @@ export function stageHost(path: string): Staging {
   if (there && !there.isDirectory()) {
     throw new CvisorError(`${path}: exists and is not a directory`, "ENOTDIR");
   }
-  mkdirSync(dirname(dst), { recursive: true });
+  makeDirs(dirname(dst));
   const tmp = `${dirname(dst)}/.cvisor-restore~${tag()}`;
   mkdirSync(tmp, { mode: 0o700 });
   return {
@@ -174,7 +175,7 @@ export function stageSandbox(
     view.dispose();
     throw err;
   }
-  mkdirSync(layer.work, { recursive: true, mode: 0o700 });
+  makeDirs(layer.work, 0o700);
   const tmp = `${layer.work}/cache~${tag()}`;
   mkdirSync(tmp, { mode: 0o700 });
   return {

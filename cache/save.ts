@@ -189,6 +189,10 @@ export async function saveCache(
     }
     const packing = run(tar, estargz);
     const putting = backend.put(entry, counter, { force: opts.force === true });
+    // A backend that gave up stops the packer too, or it would wait for a reader forever.
+    putting.catch((err: unknown) =>
+      tar.destroy(err instanceof Error ? err : new Error(String(err))),
+    );
     const [p, u] = await Promise.allSettled([packing, putting]);
     if (u.status === "rejected" && u.reason instanceof CacheExistsError) {
       // Another save of this key won the race (the backend's check at the end): as if it had

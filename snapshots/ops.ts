@@ -45,6 +45,7 @@ import {
 } from "./layers.js";
 import { squashLayers } from "./squash.js";
 import { errCode } from "../src/sandbox/fd-path.js";
+import { makeDirs } from "../src/sandbox/make-dirs.js";
 
 /** squash.ts's squashLayers: merges trees (top first) into out, a directory it creates. */
 export type SquashFn = (trees: readonly string[], out: string) => void;
@@ -119,7 +120,7 @@ export async function snapshot(
   const dir = sandboxDir(name, env);
   const lid = id === undefined ? newSnapshotId() : validateSnapshotId(id);
   const base = layersDir(env);
-  mkdirSync(base, { recursive: true, mode: 0o700 });
+  makeDirs(base, 0o700);
   const taken = (): CvisorError =>
     new CvisorError(`snapshot id ${lid} is taken (cvisor snapshots ls lists them)`, "EEXIST");
   for (;;) {

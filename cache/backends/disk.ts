@@ -36,6 +36,7 @@ import {
   type EntryMeta,
   type NewEntry,
 } from "../backend.js";
+import { makeDirs } from "../../src/sandbox/make-dirs.js";
 
 /** tmp/ and trash/ leftovers older than this (a killed save or rm) are removed by the next put. */
 const STALE_MS = 24 * 3600 * 1000;
@@ -152,7 +153,7 @@ export class DiskBackend implements CacheBackend {
     let tmp: string;
     try {
       for (const sub of ["entries", "tmp", "trash"]) {
-        mkdirSync(`${this.root}/${sub}`, { recursive: true, mode: 0o700 });
+        makeDirs(`${this.root}/${sub}`, 0o700);
       }
       this.sweep();
       tmp = `${this.root}/tmp/${tag()}`;
@@ -226,7 +227,7 @@ export class DiskBackend implements CacheBackend {
     const final = this.entryPath(key);
     try {
       if (this.readMeta(final)?.key !== key) return false;
-      mkdirSync(`${this.root}/trash`, { recursive: true, mode: 0o700 });
+      makeDirs(`${this.root}/trash`, 0o700);
       const trash = `${this.root}/trash/${tag()}`;
       try {
         renameSync(final, trash);

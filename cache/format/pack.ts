@@ -159,8 +159,9 @@ class Packer<D, E extends { st: Stats }> {
     this.opts.announce?.(h);
     return new Promise((resolve, reject) => {
       const cb = (err?: Error | null): void => (err ? reject(err) : resolve());
-      if (body !== undefined) this.tar.entry({ ...h }, body, cb);
-      else this.tar.entry({ ...h }, cb);
+      const sink =
+        body !== undefined ? this.tar.entry({ ...h }, body, cb) : this.tar.entry({ ...h }, cb);
+      sink.on("error", reject); // a destroyed pack: the callback alone leaves the event unhandled
     });
   }
 
@@ -297,6 +298,7 @@ class Packer<D, E extends { st: Stats }> {
       settle = (err) => (err ? reject(err) : resolve());
     });
     const sink = this.tar.entry({ ...h }, (err) => settle(err));
+    sink.on("error", (err: Error) => settle(err));
     done.catch((err: Error) => (failed = err));
     let left = st.size;
     let short = false;

@@ -13,6 +13,7 @@ import {
 import { join, relative } from "node:path";
 import { errnoName, type ProbeResult } from "../core/native.js";
 import { CREDENTIAL_STORES, credentialPaths } from "../paths.js";
+import { makeDirs } from "./make-dirs.js";
 
 /** One line of the doctor's report. */
 export interface Check {
@@ -168,7 +169,7 @@ export function stateDirCheck(dir: string): Check {
   const name = "state directory writable";
   const probe = join(dir, `.doctor-${process.pid}`);
   try {
-    mkdirSync(dir, { recursive: true });
+    makeDirs(dir);
     writeFileSync(probe, "cvisor doctor\n");
     rmSync(probe, { force: true });
     return check("state_dir", name, "ok", dir);

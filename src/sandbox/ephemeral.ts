@@ -20,6 +20,7 @@ import { CvisorError } from "../core/errors.js";
 import { ephemeralRootCandidates } from "../paths.js";
 import { removeTree } from "./remove-tree.js";
 import { errCode } from "./fd-path.js";
+import { makeDirs } from "./make-dirs.js";
 
 /** The directories of one ephemeral run. */
 export interface EphemeralSandbox {
@@ -74,7 +75,7 @@ function claimDir(dir: string): string | null {
     } catch (err) {
       if (errCode(err) !== "ENOENT") return errCode(err) ?? String(err);
       try {
-        mkdirSync(dir, { recursive: true, mode: 0o700 });
+        makeDirs(dir, 0o700);
       } catch (mkErr) {
         if (errCode(mkErr) !== "EEXIST") return errCode(mkErr) ?? String(mkErr);
       }

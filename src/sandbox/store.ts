@@ -32,6 +32,7 @@ import {
 } from "./ephemeral.js";
 import { removeTree } from "./remove-tree.js";
 import { errCode } from "./fd-path.js";
+import { makeDirs } from "./make-dirs.js";
 
 /** The sandbox the management commands (cp, diff, export) use without --sandbox, as cVisor does. */
 export const DEFAULT_NAMED_SANDBOX = "default";
@@ -229,7 +230,7 @@ export function placeSandboxDir(
   from: Pick<SandboxMeta, "base" | "chain">,
   beforeRename?: () => void,
 ): boolean {
-  mkdirSync(base, { recursive: true, mode: 0o700 });
+  makeDirs(base, 0o700);
   // The owner record in the name: a leftover of a killed process is told from one being made.
   const tmp = `${base}/.tmp~${ownerRecord()}`;
   try {

@@ -4,7 +4,8 @@
 // command writes, so every write meets EPIPE, whatever the size of the output.
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { existsSync, mkdirSync } from "node:fs";
+import { randomBytes } from "node:crypto";
+import { existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { gtest } from "../helpers/guard.js";
 import { cliPath, cvisor, runCli, show } from "../helpers/repo.js";
@@ -63,5 +64,36 @@ gtest(
     assert.equal(bad.code, 125, show(bad));
     assert.match(bad.err, /^cvisor: cannot write \/nonexistent\/dir\/x\.tar: .+\n$/);
     assert.ok(!existsSync("/nonexistent"), "nothing made");
+  },
+);
+
+// A state directory that cannot be made (procfs answers ENOENT to mkdir under it, and Node's
+// recursive mkdir retries that forever) is one line and exit 125, at once (issue 13, item 5).
+gtest(
+  "CVISOR_HOME under /proc: every command that needs it fails at once with one line",
+  async (fx) => {
+    const env = { CVISOR_HOME: "/proc/cvisor-nope/home" };
+    // More than the pipes between the packer and the backend hold, so the packer must be stopped.
+    const tree = join(fx.scratch, "tree");
+    mkdirSync(tree);
+    writeFileSync(join(tree, "big.bin"), randomBytes(3 << 20)); // incompressible
+    for (let d = 0; d < 30; d++) {
+      mkdirSync(join(tree, `d${d}`));
+      for (let i = 0; i < 100; i++) writeFileSync(join(tree, `d${d}`, `f${i}`), `${d} ${i}\n`);
+    }
+    const runs: string[][] = [
+      ["--", "true"],
+      ["--sandbox", "x", "--", "true"],
+      ["cache", "save", "k", tree],
+      ["snapshot"],
+    ];
+    for (const args of runs) {
+      const r = await runCli(args, { extraEnv: env, cwd: fx.scratch, timeoutMs: 20_000 });
+      assert.equal(r.code, 125, `${args.join(" ")}\n${show(r)}`);
+      assert.match(r.err, /^cvisor: .*\/proc\/cvisor-nope.*\n$/, args.join(" "));
+    }
+    const doctor = await runCli(["doctor"], { extraEnv: env, cwd: fx.scratch, timeoutMs: 20_000 });
+    assert.match(doctor.out + doctor.err, /state directory/, show(doctor));
+    assert.notEqual(doctor.code, null, show(doctor));
   },
 );
