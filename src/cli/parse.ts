@@ -155,6 +155,7 @@ export function parseCli(
     )
     .option("--json", "print the changes as JSON")
     .helpOption("-h, --help", "print this help")
+    .addHelpText("after", sandboxHelp("the sandbox whose changes to show"))
     .action((opts: { json?: boolean }) => storeCommand("diff", [], opts));
   program
     .command("export")
@@ -164,6 +165,7 @@ export function parseCli(
     .argument("<file>", "the tarball to write ('-' for standard output)")
     .option("--json", "print a summary as JSON on stderr")
     .helpOption("-h, --help", "print this help")
+    .addHelpText("after", sandboxHelp("the sandbox whose changes to write"))
     .action((file: string, opts: { json?: boolean }) => storeCommand("export", [file], opts));
   program
     .command("cp")
@@ -174,6 +176,7 @@ export function parseCli(
     .option("--no-ignore", "copy what .gitignore and .dockerignore exclude too")
     .option("--json", "print a summary as JSON")
     .helpOption("-h, --help", "print this help")
+    .addHelpText("after", sandboxHelp("the sandbox sb:/PATH is in"))
     .action((paths: string[], opts: { ignore?: boolean; json?: boolean }) =>
       storeCommand("cp", paths, opts),
     );
@@ -186,6 +189,7 @@ export function parseCli(
     .argument("[id]", "the snapshot's ID (letters, digits, - _ .); generated when left out")
     .option("--json", "print the snapshot as JSON")
     .helpOption("-h, --help", "print this help")
+    .addHelpText("after", sandboxHelp("the sandbox to snapshot"))
     .action((id: string | undefined, opts: { json?: boolean }) =>
       storeCommand("snapshot", id === undefined ? [] : [id], opts),
     );
@@ -197,6 +201,7 @@ export function parseCli(
     .argument("<id>", "a snapshot in the sandbox's history")
     .option("--json", "print the result as JSON")
     .helpOption("-h, --help", "print this help")
+    .addHelpText("after", sandboxHelp("the sandbox to roll back"))
     .action((id: string, opts: { json?: boolean }) => storeCommand("rollback", [id], opts));
   program
     .command("branch")
@@ -206,6 +211,7 @@ export function parseCli(
     .argument("<id>", "the snapshot to branch from")
     .option("--json", "print the result as JSON")
     .helpOption("-h, --help", "print this help")
+    .addHelpText("after", sandboxHelp("the sandbox to make (or reset) from the snapshot"))
     .action((id: string, opts: { json?: boolean }) => storeCommand("branch", [id], opts));
   program
     .command("snapshots")
@@ -220,14 +226,33 @@ export function parseCli(
         storeCommand("snapshots", [action ?? "ls", ...ids], opts),
     );
   addCacheCommands(program, storeCommand);
+  program.helpCommand("help [command]", "print the help of a command");
+  // An error in a subcommand points at that subcommand's help.
+  let failedIn = "";
+  const trackErrors = (c: Command, path: string): void => {
+    for (const sub of c.commands) {
+      const subPath = `${path} ${sub.name()}`;
+      sub.exitOverride((err) => {
+        failedIn ||= subPath;
+        throw err;
+      });
+      trackErrors(sub, subPath);
+    }
+  };
+  trackErrors(program, "cvisor");
 
   try {
     program.parse(own, { from: "user" });
   } catch (err) {
     if (err instanceof CommanderError) {
-      const ok = err.exitCode === 0 || err.code === "commander.helpDisplayed";
+      // `cvisor cache`: a command that only groups others shows its help, as `docker image` does.
+      const ok =
+        err.exitCode === 0 ||
+        err.code === "commander.helpDisplayed" ||
+        err.code === "commander.help";
       if (ok) return { kind: "print", text: out, exitCode: EXIT_OK };
-      return usageError(err.message.replace(/^error:\s*/, ""));
+      const message = err.message.replace(/^error:\s*/, "");
+      return failedIn ? usageError(message, `${failedIn} --help`) : usageError(message);
     }
     if (err instanceof CvisorError)
       return { kind: "error", message: err.message, exitCode: EXIT_CVISOR };
@@ -236,9 +261,15 @@ export function parseCli(
   return plan ?? usageError("nothing to do");
 }
 
+/** Help text for a command that acts on a sandbox: --sandbox is cvisor's own option, given first. */
+function sandboxHelp(what: string): string {
+  return `\nSandbox:\n  --sandbox <name>  ${what}, else 'default'; before the command: cvisor --sandbox NAME ...\n`;
+}
+
 function strayPlan(stray: readonly string[]): ErrorPlan {
-  const word = stray.find((arg) => !arg.startsWith("-"));
-  if (word === undefined) return usageError(`unknown option '${stray[0] ?? ""}'`);
+  // The first one is the mistake: an unknown option, or a program name before `--`.
+  const word = stray[0] ?? "";
+  if (word.startsWith("-")) return usageError(`unknown option '${word.split("=")[0] ?? word}'`);
   return usageError(
     `unknown command '${word}' (to run a program: cvisor [options] -- ${word} ...)`,
   );
@@ -287,7 +318,8 @@ function addCacheCommands(program: Command, storeCommand: StoreCommand): void {
       .argument("<path>", "a host directory, or sb:/DIR in the sandbox (--sandbox, else 'default')")
       .option("--format <format>", "gzip (default), zstd, estargz or none")
       .option("--no-ignore", "save what .gitignore and .dockerignore exclude too")
-      .option("--force", "replace an existing entry of that key"),
+      .option("--force", "replace an existing entry of that key")
+      .addHelpText("after", sandboxHelp("the sandbox an sb:/DIR path is in")),
   ).action(run("save"));
   common(
     cache
@@ -306,7 +338,8 @@ function addCacheCommands(program: Command, storeCommand: StoreCommand): void {
       .option(
         "--allow-external-links",
         "accept symlinks that lead outside PATH (absolute or ../ targets, e.g. a virtualenv's)",
-      ),
+      )
+      .addHelpText("after", sandboxHelp("the sandbox an sb:/DIR path is in")),
   ).action(run("restore"));
   common(
     cache

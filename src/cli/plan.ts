@@ -75,7 +75,11 @@ export interface ErrorPlan {
 /** Everything the command line can ask for. */
 export type Plan = RunPlan | DoctorPlan | StoreCommandPlan | PrintPlan | ErrorPlan;
 
-/** Options that take a value: the token after them is never the `--` separator. */
+/**
+ * Options that take a value: the token after them is their value, `--` too (`--sandbox --` is a
+ * sandbox named "--"), unless no other `--` follows: then the value was left out
+ * (`--timeout -- make`), and that `--` is the separator.
+ */
 const VALUE_OPTIONS = new Set([
   "-e",
   "--env",
@@ -93,7 +97,10 @@ export function separatorIndex(args: readonly string[]): number {
   for (let i = 0; i < args.length; i++) {
     const arg = args[i];
     if (arg === "--") return i;
-    if (arg !== undefined && VALUE_OPTIONS.has(arg)) i++;
+    if (arg !== undefined && VALUE_OPTIONS.has(arg)) {
+      if (args[i + 1] === "--" && !args.includes("--", i + 2)) return i + 1;
+      i++;
+    }
   }
   return -1;
 }
@@ -166,7 +173,7 @@ export function buildRunPlan(
 }
 
 /** A usage error: one line, with a hint to read --help. */
-export function usageError(message: string): ErrorPlan {
+export function usageError(message: string, help = "cvisor --help"): ErrorPlan {
   const line = message.replace(/\s*\n\s*/g, " ").trim();
-  return { kind: "error", message: `${line} (see cvisor --help)`, exitCode: EXIT_CVISOR };
+  return { kind: "error", message: `${line} (see ${help})`, exitCode: EXIT_CVISOR };
 }

@@ -318,3 +318,57 @@ gtest("the guest knows it is sandboxed: CVISOR_SANDBOX and the nodename", async 
   assert.equal(r.code, 0, show(r));
   assert.equal(r.out, "cvisor\ncvisor\ncvisor\ncvisor\n", show(r));
 });
+
+// Parse errors name the real problem and the help that explains it (issue 13, item 6).
+gtest(
+  "parse errors: a missing value, an unknown option, cvisor cache, help CMD, subcommand help",
+  async (fx) => {
+    const cli = (args: string[]) =>
+      runCli(args, { cwd: fx.scratch, extraEnv: { CVISOR_HOME: join(fx.scratch, "home") } });
+    const noValue = await cli(["--timeout", "--", "true"]);
+    assert.equal(noValue.code, 125, show(noValue));
+    assert.match(
+      noValue.err,
+      /^cvisor: option '--timeout <duration>' argument missing \(see cvisor --help\)\n$/,
+    );
+    const unknown = await cli(["--memory", "100m", "--", "true"]);
+    assert.equal(unknown.code, 125, show(unknown));
+    assert.match(unknown.err, /^cvisor: unknown option '--memory' \(see cvisor --help\)\n$/);
+    // A command that only groups others prints its help, as `docker image` does.
+    const cache = await cli(["cache"]);
+    assert.equal(cache.code, 0, show(cache));
+    assert.match(cache.out, /^Usage: cvisor cache .*\n[\s\S]*\bsave\b[\s\S]*\brestore\b/);
+    assert.equal(cache.err, "");
+    for (const [args, usage] of [
+      [["help", "cp"], "cvisor cp"],
+      [["help", "cache"], "cvisor cache"],
+      [["cache", "help", "save"], "cvisor cache save"],
+    ] as const) {
+      const r = await cli([...args]);
+      assert.equal(r.code, 0, show(r));
+      assert.match(r.out, new RegExp(`^Usage: ${usage} `), args.join(" "));
+    }
+    // A command that acts on a sandbox says how to name it.
+    for (const sub of [
+      ["cp"],
+      ["diff"],
+      ["export"],
+      ["snapshot"],
+      ["rollback"],
+      ["branch"],
+      ["cache", "save"],
+    ]) {
+      const r = await cli([...sub, "--help"]);
+      assert.match(r.out, /--sandbox <name>/, sub.join(" "));
+    }
+    // A missing argument points at the subcommand's own help.
+    const cp = await cli(["cp"]);
+    assert.equal(cp.code, 125, show(cp));
+    assert.match(cp.err, /^cvisor: missing required argument 'paths' \(see cvisor cp --help\)\n$/);
+    const save = await cli(["cache", "save", "k"]);
+    assert.match(
+      save.err,
+      /^cvisor: missing required argument 'path' \(see cvisor cache save --help\)\n$/,
+    );
+  },
+);
