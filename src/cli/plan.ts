@@ -137,6 +137,10 @@ export function buildRunPlan(
   if (opts.timeout !== undefined) {
     try {
       timeoutMs = parseDuration(opts.timeout);
+      if (timeoutMs === 0) {
+        const message = `invalid duration: ${opts.timeout} (a timeout must be longer than 0; leave --timeout out for none)`;
+        return { kind: "error", message, exitCode: EXIT_CVISOR };
+      }
     } catch (err) {
       if (err instanceof CvisorError)
         return { kind: "error", message: err.message, exitCode: EXIT_CVISOR };
@@ -166,7 +170,11 @@ export function buildRunPlan(
     expose: [...(opts.expose ?? [])],
     allowUnix: [...(opts.allowUnix ?? [])],
   };
-  if (opts.timeout !== undefined) plan.timeoutText = opts.timeout;
+  if (opts.timeout !== undefined) {
+    // As the message will say it: a bare number is milliseconds, so it gets its unit.
+    const text = opts.timeout.trim();
+    plan.timeoutText = /^\d+$/.test(text) ? `${text}ms` : text;
+  }
   if (opts.workdir !== undefined) plan.workdir = opts.workdir;
   if (opts.sandbox !== undefined) plan.sandbox = opts.sandbox;
   return plan;

@@ -124,6 +124,13 @@ gtest("--timeout units: 500ms, a bare number of ms, 1m not reached", async () =>
   const bare = await cvisor(["--timeout", "700"], ["sleep", "30"]);
   assert.equal(bare.code, 124, show(bare));
   assert.ok(bare.durationMs < 10_000, show(bare));
+  // The message says the unit a bare number means (issue 13, item 7).
+  assert.equal(bare.err, "cvisor: timed out after 700ms\n", show(bare));
+
+  // 0 is not "no timeout" in disguise: refused, one line.
+  const zero = await cvisor(["--timeout", "0"], ["true"]);
+  assert.equal(zero.code, 125, show(zero));
+  assert.match(zero.err, /^cvisor: invalid duration: 0 \(.*leave --timeout out.*\)\n$/);
 
   const long = await cvisor(["--timeout", "1m"], ["sh", "-c", "sleep 0.2; echo done"]);
   assert.equal(long.code, 0, show(long));
