@@ -154,7 +154,11 @@ export async function cache(plan: StoreCommandPlan): Promise<number> {
       } else {
         writeStderr(
           `cvisor: saved ${path} as cache entry ${key} in ${backend.description}: ` +
-            `${report.files} files, ${humanBytes(report.bytes)} -> ${humanBytes(meta.size)} ${meta.format}\n`,
+            `${report.files} files, ${humanBytes(report.bytes)} -> ${humanBytes(meta.size)} ${meta.format}` +
+            (report.ignored > 0
+              ? `; left out ${report.ignored} that .gitignore or .dockerignore exclude (--no-ignore saves them)`
+              : "") +
+            "\n",
         );
       }
       return EXIT_OK;

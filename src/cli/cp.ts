@@ -140,6 +140,11 @@ export function cp(plan: StoreCommandPlan): Promise<number> {
     process.stdout.write(
       `${JSON.stringify({ sandbox: name, direction: ops.direction, ...report })}\n`,
     );
+  } else if (report.ignored > 0) {
+    const what = report.ignored === 1 ? "1 entry" : `${report.ignored} entries`;
+    writeStderr(
+      `cvisor: cp: left out ${what} that .gitignore or .dockerignore exclude (--no-ignore copies them)\n`,
+    );
   }
   return Promise.resolve(EXIT_OK);
 }

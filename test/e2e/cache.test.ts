@@ -240,7 +240,14 @@ gtest(
     const src = join(fx.scratch, "deps");
     mkdirSync(src);
     writeFileSync(join(src, "a.txt"), "a\n");
-    ok(await e.cache(["save", "k1", src]));
+    writeFileSync(join(src, ".gitignore"), "*.log\n");
+    writeFileSync(join(src, "debug.log"), "noise\n");
+    const saved = await e.cache(["save", "k1", src]);
+    ok(saved);
+    assert.match(
+      saved.err,
+      /; left out 1 that \.gitignore or \.dockerignore exclude \(--no-ignore saves them\)\n$/,
+    );
     const home = join(fx.scratch, "home");
     const cwd = join(fx.scratch, "work", "project");
     mkdirSync(home);

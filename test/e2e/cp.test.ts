@@ -203,9 +203,19 @@ gtest(
     }
     assert.ok(!diff.out.includes("debug.log") && !diff.out.includes("secret"), diff.out);
 
+    // Without --json, what the ignore files left out is said, once (issue 13, item 7).
+    const plain = await e.cp(["src", `sb:${fx.scratch}/plain`]);
+    ok(plain);
+    assert.equal(
+      plain.err,
+      "cvisor: cp: left out 6 entries that .gitignore or .dockerignore exclude (--no-ignore copies them)\n",
+    );
+    assert.equal(plain.out, "");
+
     // --no-ignore copies everything.
     const all = await e.cp(["--no-ignore", "--json", `${src}/.`, `sb:${fx.scratch}/all`]);
     ok(all);
+    assert.equal(all.err, "");
     assert.equal((JSON.parse(all.out) as Summary).ignored, 0);
     assert.deepEqual(tree(e.upper() + join(fx.scratch, "all")), tree(src));
   },
