@@ -18,7 +18,7 @@ import { targetSandbox } from "./commands.js";
 import { existingSandbox } from "./diff.js";
 import { writeStderr } from "./errors.js";
 import { EXIT_CACHE_MISS, EXIT_OK } from "./exit-codes.js";
-import { humanBytes } from "./human.js";
+import { humanBytes, humanTime, writeTable } from "./human.js";
 import type { StoreCommandPlan } from "./plan.js";
 
 const SB = "sb:";
@@ -237,9 +237,18 @@ export async function cache(plan: StoreCommandPlan): Promise<number> {
       if (json) {
         out(entries);
       } else {
-        for (const e of entries) {
-          process.stdout.write(`${e.key}\t${e.format}\t${humanBytes(e.size)}\t${e.created}\n`);
+        if (entries.length === 0) {
+          process.stdout.write(
+            prefix
+              ? `no cache entries whose key starts with ${prefix} in ${backend.description}\n`
+              : `no cache entries yet in ${backend.description} (cvisor cache save KEY PATH makes one)\n`,
+          );
+          return EXIT_OK;
         }
+        writeTable([
+          ["KEY", "FORMAT", "SIZE", "CREATED"],
+          ...entries.map((e) => [e.key, e.format, humanBytes(e.size), humanTime(e.created)]),
+        ]);
       }
       return EXIT_OK;
     }

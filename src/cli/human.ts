@@ -1,4 +1,4 @@
-// Sizes as people read them, for the commands' output.
+// Sizes, times and tables as people read them, the same in every command's output.
 
 /** 1536 -> "1.5 KB" (binary units, one decimal). */
 export function humanBytes(n: number): string {
@@ -10,4 +10,19 @@ export function humanBytes(n: number): string {
     u++;
   }
   return `${u === 0 ? v : v.toFixed(1)} ${units[u]}`;
+}
+
+/** "2026-12-02T07:01:02.704Z" -> "2026-12-02 07:01:02Z"; null -> "never". */
+export function humanTime(iso: string | null): string {
+  if (iso === null) return "never";
+  return iso.replace("T", " ").replace(/\.\d+Z$/, "Z");
+}
+
+/** Rows (the first one the header) as aligned columns, two spaces apart, on stdout. */
+export function writeTable(rows: readonly (readonly string[])[]): void {
+  const widths = rows[0]?.map((_, i) => Math.max(...rows.map((r) => (r[i] ?? "").length))) ?? [];
+  for (const r of rows) {
+    const line = r.map((c, i) => c.padEnd(widths[i] ?? 0)).join("  ");
+    process.stdout.write(`${line.trimEnd()}\n`);
+  }
 }

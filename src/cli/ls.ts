@@ -2,13 +2,8 @@
 // snapshot layers under it), created and last run.
 import { listSandboxes } from "../sandbox/manage.js";
 import { EXIT_OK } from "./exit-codes.js";
-import { humanBytes } from "./human.js";
+import { humanBytes, humanTime, writeTable } from "./human.js";
 import type { StoreCommandPlan } from "./plan.js";
-
-function when(iso: string | null): string {
-  if (iso === null) return "never";
-  return iso.replace("T", " ").replace(/\.\d+Z$/, "Z");
-}
 
 export async function ls(plan: StoreCommandPlan): Promise<number> {
   // Interrupted snapshots and branches are finished (or undone) first, and said so.
@@ -28,19 +23,11 @@ export async function ls(plan: StoreCommandPlan): Promise<number> {
       s.name,
       humanBytes(s.sizeBytes),
       String(s.layers),
-      when(s.created),
-      when(s.lastRun),
+      humanTime(s.created),
+      humanTime(s.lastRun),
       s.running > 0 ? String(s.running) : "-",
     ]),
   ];
-  const widths = rows[0]?.map((_, i) => Math.max(...rows.map((r) => (r[i] ?? "").length))) ?? [];
-  for (const r of rows) {
-    process.stdout.write(
-      `${r
-        .map((c, i) => c.padEnd(widths[i] ?? 0))
-        .join("  ")
-        .trimEnd()}\n`,
-    );
-  }
+  writeTable(rows);
   return EXIT_OK;
 }

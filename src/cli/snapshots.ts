@@ -5,13 +5,9 @@ import { CvisorError } from "../core/errors.js";
 import { listSnapshots, removeSnapshot, type RemoveResult } from "../../snapshots/ops.js";
 import { CliError, writeStderr } from "./errors.js";
 import { EXIT_CVISOR, EXIT_OK } from "./exit-codes.js";
-import { humanBytes } from "./human.js";
+import { humanBytes, humanTime, writeTable } from "./human.js";
 import type { StoreCommandPlan } from "./plan.js";
 import { reportLeftovers } from "./snapshot.js";
-
-function when(iso: string): string {
-  return iso.replace("T", " ").replace(/\.\d+Z$/, "Z");
-}
 
 function usage(message: string): CliError {
   return new CliError(`${message} (see cvisor snapshots --help)`, EXIT_CVISOR);
@@ -44,17 +40,13 @@ function ls(plan: StoreCommandPlan): number {
     ...list.map((s) => [
       s.id,
       s.sandbox,
-      when(s.created),
+      humanTime(s.created),
       humanBytes(s.sizeBytes),
       s.parent ?? "-",
       String(s.layers),
     ]),
   ];
-  const widths = rows[0]?.map((_, i) => Math.max(...rows.map((r) => (r[i] ?? "").length))) ?? [];
-  for (const r of rows) {
-    const line = r.map((c, i) => c.padEnd(widths[i] ?? 0)).join("  ");
-    process.stdout.write(`${line.trimEnd()}\n`);
-  }
+  writeTable(rows);
   return EXIT_OK;
 }
 

@@ -196,6 +196,18 @@ gtest(
     assert.equal(readFileSync(join(out, "pkg", "index.js"), "utf8"), "v1\n");
 
     // ls (newest first), --read-only, rm.
+    // The table has a header and the dates `cvisor ls` shows (issue 13, item 7).
+    const table = await e.cache(["ls", "npm-"]);
+    ok(table);
+    const [head, ...rows] = table.out.trimEnd().split("\n");
+    assert.match(head ?? "", /^KEY +FORMAT +SIZE +CREATED$/);
+    assert.equal(rows.length, 2, table.out);
+    for (const row of rows) {
+      assert.match(
+        row,
+        /^npm-linux-(aaa|bbb) +(gzip|estargz) +[\d.]+ [KM]?B +\d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ$/,
+      );
+    }
     const ls = await e.cache(["ls", "npm-", "--json"]);
     assert.deepEqual(
       (JSON.parse(ls.out) as { key: string }[]).map((x) => x.key),
