@@ -12,6 +12,15 @@ import type { RunOptions, SandboxOptions } from "./types.js";
 
 /** Throws the CvisorError of an argv that cannot be run (before anything is created for it). */
 export function checkArgv(argv: readonly string[]): void {
+  if (typeof argv === "string") {
+    // run("echo hi"): a shell line where an argv belongs (a string is not split, as execa's
+    // execa() would not either); say what to pass instead.
+    const words = JSON.stringify((argv as string).trim().split(/\s+/).filter(Boolean));
+    throw new CvisorError(
+      `run() takes the command as an argv array, such as ${words}; for a shell line, run(["/bin/sh", "-c", ${JSON.stringify(argv)}])`,
+      "CV_ERR_INVALID",
+    );
+  }
   if (!Array.isArray(argv) || argv.length === 0) {
     throw new CvisorError("empty command: run() needs at least a program name", "CV_ERR_INVALID");
   }

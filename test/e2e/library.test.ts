@@ -114,3 +114,16 @@ gtest(
   },
   { timeout: 120_000 },
 );
+
+// run("echo hi") is a shell line where an argv belongs: the error says what to pass instead
+// (issue 13, item 7), and nothing runs.
+gtest("run() given a string says it takes an argv array", async () => {
+  const sb = new Sandbox();
+  await assert.rejects(sb.run("echo hi" as unknown as string[]), (err: Error) => {
+    assert.equal(err.name, "CvisorError");
+    assert.match(err.message, /argv array, such as \["echo","hi"\]/);
+    assert.match(err.message, /\["\/bin\/sh", "-c", "echo hi"\]/);
+    return true;
+  });
+  await assert.rejects(sb.run([]), /empty command/);
+});
