@@ -56,6 +56,7 @@ export function formatReport(checks: readonly Check[], color: boolean): string {
   for (const c of checks) {
     const mark = color ? `${COLOR[c.status]}${MARK[c.status]}\x1b[0m` : MARK[c.status];
     lines.push(`[${mark}] ${c.name} — ${c.detail}`);
+    if (c.purpose) lines.push(`    ${c.purpose}`);
     if (c.status !== "ok" && c.fix) lines.push(`  fix: ${c.fix}`);
   }
   const fails = checks.filter((c) => c.status === "fail").length;

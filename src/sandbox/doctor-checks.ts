@@ -22,8 +22,29 @@ export interface Check {
   /** ok: works; warn: works, degraded; fail: sandboxes cannot run. */
   status: "ok" | "warn" | "fail";
   detail: string;
+  /** What cvisor needs it for. */
+  purpose?: string;
   fix?: string;
 }
+
+/** What each check is for, as the report says it under the check. */
+const PURPOSE: Record<string, string> = {
+  seccomp_unotify: "the supervisor decides each file, socket and process system call of the guest",
+  addfd_send: "files the supervisor opens (the sandbox's copies) are handed to the guest",
+  sync_wakeup: "shorter round trips between the guest and the supervisor",
+  killable_recv: "a signal does not restart a call the supervisor is still answering",
+  pidfd_open: "the supervisor reaches the sandbox's own processes, and no others",
+  pidfd_getfd: "the supervisor decides on its own copy of a guest file descriptor",
+  landlock: "the kernel itself keeps the guest from writing the host and reading hidden paths",
+  proc_mem_force: "running programs that exist only in the sandbox (the exec relay)",
+  native: "the C core every sandbox runs on",
+  kernel: "the kernel features above, tried by the helper",
+  helper: "starts each sandbox (seccomp filter, Landlock) and probes the kernel",
+  state_dir: "named sandboxes, snapshots, caches and runs in progress live there",
+  credentials: "keeping tokens and keys of common tools out of the guest's reach",
+  cgroup_v2: "resource limits (memory, processes, CPU); not used yet: cvisor sets none today",
+  cgroup_v1: "resource limits (memory, processes, CPU); not used yet: cvisor sets none today",
+};
 
 function check(
   id: string,
@@ -32,9 +53,15 @@ function check(
   detail: string,
   fix?: string,
 ): Check {
-  return status === "ok" || fix === undefined
-    ? { id, name, status, detail }
-    : { id, name, status, detail, fix };
+  const purpose = PURPOSE[id];
+  return {
+    id,
+    name,
+    status,
+    detail,
+    ...(purpose !== undefined ? { purpose } : {}),
+    ...(status !== "ok" && fix !== undefined ? { fix } : {}),
+  };
 }
 
 function why(errno: number): string {
