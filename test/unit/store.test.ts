@@ -4,6 +4,7 @@ import assert from "node:assert/strict";
 import { spawn, spawnSync } from "node:child_process";
 import {
   chmodSync,
+  copyFileSync,
   chownSync,
   existsSync,
   lstatSync,
@@ -469,7 +470,14 @@ test(
     const work = join(dir, "work");
     mkdirSync(work);
     chownSync(work, NOBODY, NOBODY);
-    const storeUrl = pathToFileURL(join(repoRoot, "dist", "src", "sandbox", "remove-tree.js")).href;
+    // nobody may not read the checkout (a clone in root's 0700 home): the module and the one
+    // it imports go beside the tree, where nobody can.
+    const mod = join(dir, "mod");
+    mkdirSync(mod);
+    for (const file of ["remove-tree.js", "fd-path.js"]) {
+      copyFileSync(join(repoRoot, "dist", "src", "sandbox", file), join(mod, file));
+    }
+    const storeUrl = pathToFileURL(join(mod, "remove-tree.js")).href;
     const build = `
       import { chmodSync, mkdirSync, symlinkSync, writeFileSync } from "node:fs";
       const root = ${JSON.stringify(join(work, "tree"))};
