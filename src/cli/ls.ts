@@ -1,6 +1,7 @@
 // `cvisor ls [--json]`: the named sandboxes, with size on disk, layers (the upper and the
 // snapshot layers under it), created and last run.
 import { listSandboxes } from "../sandbox/manage.js";
+import { writeStderr } from "./errors.js";
 import { EXIT_OK } from "./exit-codes.js";
 import { humanBytes, humanTime, writeTable } from "./human.js";
 import type { StoreCommandPlan } from "./plan.js";
@@ -22,12 +23,13 @@ export async function ls(plan: StoreCommandPlan): Promise<number> {
     ...list.map((s) => [
       s.name,
       humanBytes(s.sizeBytes),
-      String(s.layers),
-      humanTime(s.created),
-      humanTime(s.lastRun),
+      s.damaged ? "-" : String(s.layers),
+      s.damaged ? "damaged" : humanTime(s.created),
+      s.damaged ? "-" : humanTime(s.lastRun),
       s.running > 0 ? String(s.running) : "-",
     ]),
   ];
   writeTable(rows);
+  for (const s of list) if (s.damaged) writeStderr(`cvisor: ${s.damaged}\n`);
   return EXIT_OK;
 }

@@ -5,7 +5,14 @@ import { CvisorError } from "../core/errors.js";
 import { ownerRecordAlive } from "./ephemeral.js";
 import { removeTree } from "./remove-tree.js";
 import { settleJournal } from "../../snapshots/journal.js";
-import { isSandboxName, readMeta, sandboxesDir, tag, validateSandboxName } from "./store.js";
+import {
+  DAMAGED,
+  isSandboxName,
+  readMeta,
+  sandboxesDir,
+  tag,
+  validateSandboxName,
+} from "./store.js";
 import { errCode } from "./fd-path.js";
 
 /** Runs using the sandbox now (their owner records); records of dead processes are removed. */
@@ -36,6 +43,8 @@ export interface SandboxInfo {
   lastRun: string | null;
   /** Runs using it now. */
   running: number;
+  /** Why its record cannot be read (then layers is 0 and created ""): `rm` removes it. */
+  damaged?: string;
 }
 
 /** Every named sandbox, by name. Directories that are not complete sandboxes are left out. */
@@ -52,7 +61,15 @@ export function listSandboxes(env: NodeJS.ProcessEnv = process.env): SandboxInfo
   for (const name of names.sort()) {
     if (!isSandboxName(name)) continue; // .tmp~ (being made), .trash~ (being removed), not ours
     const dir = `${base}/${name}`;
-    const meta = readMeta(dir, name);
+    let meta;
+    try {
+      meta = readMeta(dir, name);
+    } catch (err) {
+      if (!(err instanceof CvisorError && err.code === DAMAGED)) throw err;
+      const info = { name, sizeBytes: diskUsage(dir), layers: 0, base: null, created: "" };
+      out.push({ ...info, lastRun: null, running: liveRuns(dir).length, damaged: err.message });
+      continue;
+    }
     if (meta === undefined) continue;
     out.push({
       name,
@@ -107,7 +124,14 @@ export function removeSandbox(name: string, env: NodeJS.ProcessEnv = process.env
   validateSandboxName(name);
   const base = sandboxesDir(env);
   const dir = `${base}/${name}`;
-  if (readMeta(dir, name) === undefined) {
+  let exists: boolean;
+  try {
+    exists = readMeta(dir, name) !== undefined;
+  } catch (err) {
+    if (!(err instanceof CvisorError && err.code === DAMAGED)) throw err;
+    exists = true; // a damaged record is removed like any other: nothing else can
+  }
+  if (!exists) {
     throw new CvisorError(`no sandbox named ${name} (cvisor ls lists them)`, "ENOSANDBOX");
   }
   // A snapshot, rollback or branch under way: wait for it (or finish a killed one's).

@@ -137,6 +137,9 @@ export function openNamed(name: string, env: NodeJS.ProcessEnv = process.env): N
   throw new CvisorError(`sandbox ${name}: cannot create ${dir}`, "ESTORE");
 }
 
+/** The code of a sandbox whose record is damaged or missing: listed as such, and `rm` removes it. */
+export const DAMAGED = "ESTORE_DAMAGED";
+
 /** The sandbox's meta.json, checked; undefined when the sandbox directory does not exist. */
 export function readMeta(dir: string, name: string): SandboxMeta | undefined {
   let text: string;
@@ -159,10 +162,13 @@ export function readMeta(dir: string, name: string): SandboxMeta | undefined {
         : c === "ENOTDIR"
           ? "it is not a directory"
           : `cannot read its meta.json (${c ?? String(err)})`;
-    throw new CvisorError(`sandbox ${name}: ${dir}: ${why}`, "ESTORE");
+    throw new CvisorError(`sandbox ${name}: ${dir}: ${why}`, c === "ENOENT" ? DAMAGED : "ESTORE");
   }
   const damaged = (): CvisorError =>
-    new CvisorError(`sandbox ${name}: ${dir}/meta.json is damaged`, "ESTORE");
+    new CvisorError(
+      `sandbox ${name}: ${dir}/meta.json is damaged; cvisor rm ${name} removes it`,
+      DAMAGED,
+    );
   const { version, meta: m } = parseVersioned<SandboxMeta>(text, damaged, {
     what: `sandbox ${name}`,
     versionName: "store version",

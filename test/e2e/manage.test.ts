@@ -3,7 +3,7 @@
 // tarball whose whiteouts `tar -t` lists). Each test has its own $CVISOR_HOME.
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
-import { existsSync, mkdirSync, readdirSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { sleeper } from "../helpers/cc.js";
 import type { Fixture } from "../helpers/fixture.js";
@@ -168,3 +168,43 @@ gtest("ls lists the named sandboxes; rm removes them, and refuses one in use", a
   assert.equal(again.code, 125, show(again));
   assert.match(again.err, /no sandbox named alpha/);
 });
+
+// A sandbox whose meta.json is damaged is reported the same way by every command, and `rm`
+// removes it (issue 13, item 4): ls lists the others and marks it, a run in it names the way
+// out, rm takes it away.
+gtest(
+  "a damaged sandbox: ls still lists, marks it and says how to remove it; rm removes it",
+  async (fx) => {
+    const h = home(fx);
+    for (const name of ["a", "b"]) {
+      const r = await cvisor(["--sandbox", name], ["true"], { extraEnv: h.env });
+      assert.equal(r.code, 0, show(r));
+    }
+    writeFileSync(join(h.sandbox("a"), "meta.json"), "{ not json");
+    const ls = await runCli(["ls"], { extraEnv: h.env });
+    assert.equal(ls.code, 0, show(ls));
+    assert.match(ls.out, /^a +\S+ .*damaged/m, show(ls));
+    assert.match(ls.out, /^b +[\d.]+ \w+ +1 /m, show(ls));
+    assert.match(ls.err, /^cvisor: sandbox a: .*meta\.json is damaged; cvisor rm a removes it\n$/);
+    const json = JSON.parse((await runCli(["ls", "--json"], { extraEnv: h.env })).out) as {
+      name: string;
+      damaged?: string;
+    }[];
+    assert.deepEqual(
+      json.map((s) => [s.name, typeof s.damaged]),
+      [
+        ["a", "string"],
+        ["b", "undefined"],
+      ],
+    );
+    const run = await cvisor(["--sandbox", "a"], ["true"], { extraEnv: h.env });
+    assert.equal(run.code, 125, show(run));
+    assert.match(run.err, /^cvisor: sandbox a: .*is damaged; cvisor rm a removes it\n$/);
+    const rm = await runCli(["rm", "a"], { extraEnv: h.env });
+    assert.equal(rm.code, 0, show(rm));
+    assert.ok(!existsSync(h.sandbox("a")));
+    const after = await runCli(["ls"], { extraEnv: h.env });
+    assert.equal(after.err, "", show(after));
+    assert.doesNotMatch(after.out, /^a /m);
+  },
+);

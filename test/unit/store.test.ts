@@ -210,7 +210,10 @@ test("a damaged or missing meta.json is a clear error, never repaired", (t) => {
   const env = { CVISOR_HOME: home };
   const base = join(home, "sandboxes");
   mkdirSync(join(base, "nometa", "upper"), { recursive: true });
-  assert.throws(() => openNamed("nometa", env), /no meta\.json/);
+  assert.throws(() => openNamed("nometa", env), {
+    code: "ESTORE_DAMAGED",
+    message: /no meta\.json/,
+  });
   assert.ok(!existsSync(join(base, "nometa", "meta.json")));
   for (const [name, content] of [
     ["garbage", "{not json"],
@@ -220,7 +223,11 @@ test("a damaged or missing meta.json is a clear error, never repaired", (t) => {
   ] as const) {
     mkdirSync(join(base, name));
     writeFileSync(join(base, name, "meta.json"), content);
-    assert.throws(() => openNamed(name, env), { code: "ESTORE", message: /damaged/ }, name);
+    assert.throws(
+      () => openNamed(name, env),
+      { code: "ESTORE_DAMAGED", message: /damaged; cvisor rm \w+ removes it$/ },
+      name,
+    );
     assert.equal(readFileSync(join(base, name, "meta.json"), "utf8"), content);
   }
   writeFileSync(join(base, "afile"), "x");
