@@ -67,8 +67,12 @@ export interface CacheBackend {
    * (body error included) nothing is left behind. Resolves to the stored metadata.
    */
   put(entry: NewEntry, body: Readable, options: { force: boolean }): Promise<EntryMeta>;
-  /** Removes an entry; false when there was none. */
+  /** Removes an entry, a damaged one too; false when there was none. */
   remove(key: string): Promise<boolean>;
+  /** Entries whose metadata cannot be read, by what names them (their keys may be unknown). */
+  damaged(): Promise<string[]>;
+  /** Removes those; how many went. */
+  removeDamaged(): Promise<number>;
 }
 
 /** Keys: what actions/cache allows, minus what could name a path outside the store. */
@@ -100,6 +104,17 @@ export class CacheExistsError extends CvisorError {
     super(
       `cache entry ${key} already exists in ${backend} (entries are never replaced; use --force)`,
       "EEXIST",
+    );
+  }
+}
+
+/** An entry whose metadata cannot be read: restore and save say so, `cache rm KEY` removes it. */
+export class CacheDamagedError extends CvisorError {
+  constructor(backend: string, key: string, why: string) {
+    super(
+      `cache entry ${key} in ${backend} is damaged (${why}): cvisor cache rm ${key} removes it, ` +
+        `save --force replaces it`,
+      "ECACHE_DAMAGED",
     );
   }
 }

@@ -15,6 +15,7 @@
 import { createHash, randomBytes } from "node:crypto";
 import {
   closeSync,
+  existsSync,
   mkdirSync,
   openSync,
   readdirSync,
@@ -29,6 +30,7 @@ import type { Readable } from "node:stream";
 import { CvisorError } from "../../src/core/errors.js";
 import { errCode } from "../../src/sandbox/fd-path.js";
 import {
+  CacheDamagedError,
   CacheExistsError,
   CacheReadOnlyError,
   isEntryMeta,
@@ -82,31 +84,39 @@ export class DiskBackend implements CacheBackend {
     return `${this.root}/entries/${keyDir(key)}`;
   }
 
-  private readMeta(dir: string): EntryMeta | undefined {
+  /**
+   * An entry directory's metadata: undefined when there is no entry, "damaged" when there is one
+   * whose meta.json is missing, unreadable or not a record of its own key.
+   */
+  private readMeta(dir: string, name: string): EntryMeta | undefined | "damaged" {
     let text: string;
     try {
       text = readFileSync(`${dir}/meta.json`, "utf8");
     } catch (err) {
       const c = errCode(err);
-      if (c === "ENOENT" || c === "ENOTDIR") return undefined;
+      if (c === "ENOTDIR") return undefined;
+      if (c === "ENOENT") return existsSync(dir) ? "damaged" : undefined;
       throw err;
     }
-    return parseMeta(text);
+    const meta = parseMeta(text);
+    return meta && keyDir(meta.key) === name ? meta : "damaged";
+  }
+
+  private names(): string[] {
+    try {
+      return readdirSync(`${this.root}/entries`);
+    } catch (err) {
+      if (errCode(err) === "ENOENT") return [];
+      this.fail(err, "cannot list entries");
+    }
   }
 
   async list(prefix: string): Promise<EntryMeta[]> {
     const out: EntryMeta[] = [];
-    let names: string[];
-    try {
-      names = readdirSync(`${this.root}/entries`);
-    } catch (err) {
-      if (errCode(err) === "ENOENT") return out;
-      this.fail(err, "cannot list entries");
-    }
-    for (const name of names) {
+    for (const name of this.names()) {
       try {
-        const meta = this.readMeta(`${this.root}/entries/${name}`);
-        if (meta && meta.key.startsWith(prefix) && keyDir(meta.key) === name) out.push(meta);
+        const meta = this.readMeta(`${this.root}/entries/${name}`, name);
+        if (meta && meta !== "damaged" && meta.key.startsWith(prefix)) out.push(meta);
       } catch (err) {
         this.fail(err, `cannot read entry ${name}`);
       }
@@ -114,13 +124,34 @@ export class DiskBackend implements CacheBackend {
     return out;
   }
 
+  async damaged(): Promise<string[]> {
+    return this.names().filter((name) => {
+      try {
+        return this.readMeta(`${this.root}/entries/${name}`, name) === "damaged";
+      } catch {
+        return true;
+      }
+    });
+  }
+
+  async removeDamaged(): Promise<number> {
+    if (this.readOnly) throw new CacheReadOnlyError(this.description);
+    let n = 0;
+    for (const name of await this.damaged()) if (this.discard(name)) n++;
+    return n;
+  }
+
   async stat(key: string): Promise<EntryMeta | undefined> {
+    let meta;
     try {
-      const meta = this.readMeta(this.entryPath(key));
-      return meta?.key === key ? meta : undefined;
+      meta = this.readMeta(this.entryPath(key), keyDir(key));
     } catch (err) {
       this.fail(err, `cannot read entry ${key}`);
     }
+    if (meta === "damaged") {
+      throw new CacheDamagedError(this.description, key, "its meta.json is not a record of it");
+    }
+    return meta;
   }
 
   async open(key: string): Promise<Readable> {
@@ -224,21 +255,25 @@ export class DiskBackend implements CacheBackend {
 
   async remove(key: string): Promise<boolean> {
     if (this.readOnly) throw new CacheReadOnlyError(this.description);
-    const final = this.entryPath(key);
+    // The directory is named by the key's hash: whatever is there, damaged or not, is this key's.
+    return this.discard(keyDir(key), key);
+  }
+
+  /** Moves entries/NAME to trash/ and removes it; false when it was not there. */
+  private discard(name: string, what = name): boolean {
     try {
-      if (this.readMeta(final)?.key !== key) return false;
       makeDirs(`${this.root}/trash`, 0o700);
       const trash = `${this.root}/trash/${tag()}`;
       try {
-        renameSync(final, trash);
+        renameSync(`${this.root}/entries/${name}`, trash);
       } catch (err) {
-        if (errCode(err) === "ENOENT") return false; // removed meanwhile
+        if (errCode(err) === "ENOENT") return false; // none, or removed meanwhile
         throw err;
       }
       rmSync(trash, { recursive: true, force: true });
       return true;
     } catch (err) {
-      this.fail(err, `cannot remove entry ${key}`);
+      this.fail(err, `cannot remove entry ${what}`);
     }
   }
 }

@@ -23,6 +23,7 @@ import {
 import { Upload } from "@aws-sdk/lib-storage";
 import { CvisorError } from "../../src/core/errors.js";
 import {
+  CacheDamagedError,
   CacheExistsError,
   CacheReadOnlyError,
   isEntryMeta,
@@ -157,13 +158,6 @@ export async function openS3Backend(
   return new S3Backend(new S3Client(config), location, context, options.readOnly, partSize);
 }
 
-/** A metadata object that is not what put writes; `cache rm` (or --force) gets rid of it. */
-class CorruptMetaError extends CvisorError {
-  constructor(message: string) {
-    super(`${message} (remove the entry, or save it again with --force)`, "EINVAL");
-  }
-}
-
 /** Counts and hashes the bytes that pass. (Not `size` or `length`: lib-storage would take such a
  * property for the body's total length.) */
 class Measure extends Transform {
@@ -190,6 +184,19 @@ class S3Backend implements CacheBackend {
   }
 
   async list(prefix: string): Promise<EntryMeta[]> {
+    const keys = await this.keys(prefix);
+    const found = await mapLimit(keys, LIST_CONCURRENCY, (key) =>
+      this.readMeta(key).catch((err: unknown) => {
+        if (err instanceof CacheDamagedError) return undefined; // damaged() names it
+        throw err;
+      }),
+    );
+    // An entry removed between the listing and its GET is simply gone.
+    return found.flatMap((stored) => (stored ? [stored.meta] : []));
+  }
+
+  /** The keys of the metadata objects whose key starts with prefix. */
+  private async keys(prefix: string): Promise<string[]> {
     const base = `${this.location.prefix}entries/`;
     const keys: string[] = [];
     let token: string | undefined;
@@ -210,9 +217,27 @@ class S3Backend implements CacheBackend {
       }
       token = page.IsTruncated ? page.NextContinuationToken : undefined;
     } while (token !== undefined);
-    const found = await mapLimit(keys, LIST_CONCURRENCY, (key) => this.readMeta(key));
-    // An entry removed between the listing and its GET is simply gone.
-    return found.flatMap((stored) => (stored ? [stored.meta] : []));
+    return keys;
+  }
+
+  async damaged(): Promise<string[]> {
+    const keys = await this.keys("");
+    const bad = await mapLimit(keys, LIST_CONCURRENCY, (key) =>
+      this.readMeta(key).then(
+        () => undefined,
+        (err: unknown) => {
+          if (err instanceof CacheDamagedError) return key;
+          throw err;
+        },
+      ),
+    );
+    return bad.filter((k): k is string => k !== undefined);
+  }
+
+  async removeDamaged(): Promise<number> {
+    let n = 0;
+    for (const key of await this.damaged()) if (await this.remove(key)) n++;
+    return n;
   }
 
   async stat(key: string): Promise<EntryMeta | undefined> {
@@ -252,7 +277,7 @@ class S3Backend implements CacheBackend {
       const metaName = this.metaName(key);
       // --force also replaces an entry whose metadata is corrupt (its archive is then left over).
       const previous = await this.readMeta(key).catch((err: unknown) => {
-        if (options.force && err instanceof CorruptMetaError) return undefined;
+        if (options.force && err instanceof CacheDamagedError) return undefined;
         throw err;
       });
       if (previous && !options.force) throw new CacheExistsError(this.description, key);
@@ -299,7 +324,7 @@ class S3Backend implements CacheBackend {
       if (!stored) return false;
     } catch (err) {
       // A corrupt entry can be removed (its archive, named only in it, is left over).
-      if (!(err instanceof CorruptMetaError)) throw err;
+      if (!(err instanceof CacheDamagedError)) throw err;
     }
     // Metadata first: from then on the entry is gone, whatever happens to the archive.
     await this.delete(this.metaName(key), `removing the metadata of ${key}`);
@@ -386,7 +411,8 @@ class S3Backend implements CacheBackend {
       const out = await this.client.send(
         new GetObjectCommand({ Bucket: this.location.bucket, Key: name }),
       );
-      if ((out.ContentLength ?? 0) > MAX_META_BYTES) throw this.corrupt(name, "it is too large");
+      if ((out.ContentLength ?? 0) > MAX_META_BYTES)
+        throw this.corrupt(key, name, "it is too large");
       text = (await out.Body?.transformToString("utf8")) ?? "";
     } catch (err) {
       if (s3ErrorName(err) === "NoSuchKey") return undefined;
@@ -400,22 +426,24 @@ class S3Backend implements CacheBackend {
     try {
       value = JSON.parse(text);
     } catch {
-      throw this.corrupt(name, "it is not JSON");
+      throw this.corrupt(key, name, "it is not JSON");
     }
     const record = (typeof value === "object" && value !== null ? value : {}) as Record<
       string,
       unknown
     >;
     const archive = record.archive;
-    if (record.key !== key) throw this.corrupt(name, `it names key ${JSON.stringify(record.key)}`);
+    if (record.key !== key)
+      throw this.corrupt(key, name, `it names key ${JSON.stringify(record.key)}`);
     if (
       typeof archive !== "string" ||
       !archive.startsWith("archives/") ||
       archive.includes("/..")
     ) {
-      throw this.corrupt(name, "it has no archive name");
+      throw this.corrupt(key, name, "it has no archive name");
     }
-    if (!isEntryMeta(record)) throw this.corrupt(name, "a field is missing or has the wrong type");
+    if (!isEntryMeta(record))
+      throw this.corrupt(key, name, "a field is missing or has the wrong type");
     const { format, size, sha256, created, cvisorVersion, extra } = record;
     const meta: EntryMeta = {
       key,
@@ -429,8 +457,8 @@ class S3Backend implements CacheBackend {
     return { meta, archive };
   }
 
-  private corrupt(name: string, why: string): CorruptMetaError {
-    return new CorruptMetaError(`${this.description}: corrupt metadata object ${name}: ${why}`);
+  private corrupt(key: string, name: string, why: string): CacheDamagedError {
+    return new CacheDamagedError(this.description, key, `metadata object ${name}: ${why}`);
   }
 
   private metaName(key: string): string {

@@ -234,6 +234,15 @@ export async function cache(plan: StoreCommandPlan): Promise<number> {
       const [prefix = ""] = args;
       const entries = await backend.list(prefix);
       entries.sort(newerFirst);
+      const damaged = await backend.damaged();
+      if (damaged.length > 0) {
+        const shown = damaged.slice(0, 3).join(", ") + (damaged.length > 3 ? ", ..." : "");
+        writeStderr(
+          `cvisor: ${damaged.length === 1 ? "1 cache entry" : `${damaged.length} cache entries`} in ` +
+            `${backend.description} ${damaged.length === 1 ? "is" : "are"} damaged (unreadable ` +
+            `metadata: ${shown}); cvisor cache rm KEY or cache rm --all removes them\n`,
+        );
+      }
       if (json) {
         out(entries);
       } else {
@@ -264,10 +273,14 @@ export async function cache(plan: StoreCommandPlan): Promise<number> {
       if (key !== undefined && removed.length === 0) {
         throw new CvisorError(`no cache entry ${key} in ${backend.description}`, "ENOENT");
       }
-      if (json) out({ backend: backend.description, removed });
+      // --all: the damaged entries too, whose keys cannot be read.
+      const damaged = key === undefined ? await backend.removeDamaged() : 0;
+      if (json) out({ backend: backend.description, removed, ...(damaged ? { damaged } : {}) });
       else
         writeStderr(
-          `cvisor: removed ${removed.length} cache entr${removed.length === 1 ? "y" : "ies"} from ${backend.description}\n`,
+          `cvisor: removed ${removed.length} cache entr${removed.length === 1 ? "y" : "ies"}` +
+            (damaged ? ` and ${damaged} damaged one${damaged === 1 ? "" : "s"}` : "") +
+            ` from ${backend.description}\n`,
         );
       return EXIT_OK;
     }

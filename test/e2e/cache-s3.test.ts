@@ -255,7 +255,7 @@ test(
 );
 
 test(
-  "corrupt metadata is reported, and can be removed or replaced with force",
+  "damaged metadata is listed apart, refused by name, and can be removed or replaced with force",
   { timeout: LIMIT },
   async () => {
     await withServer(async (server) => {
@@ -274,10 +274,14 @@ test(
         ).Body!.transformToString(),
       ) as Record<string, unknown>;
       await put("p/entries/liar.json", JSON.stringify({ ...stored, key: "good" }));
-      client.destroy();
+      // Reported as the disk backend reports it: listed apart, refused by name.
       const corrupt =
-        /^s3:\/\/cvisor-test\/p: corrupt metadata object p\/entries\/(bad|liar)\.json: .* \(remove the entry, or save it again with --force\)$/;
-      assert.match((await rejection(backend.list(""))).message, corrupt);
+        /^cache entry (bad|liar) in s3:\/\/cvisor-test\/p is damaged \(metadata object p\/entries\/(bad|liar)\.json: .*\): cvisor cache rm \1 removes it, save --force replaces it$/;
+      assert.deepEqual(
+        (await backend.list("")).map((m) => m.key),
+        ["good"],
+      );
+      assert.deepEqual((await backend.damaged()).sort(), ["bad", "liar"]);
       assert.match((await rejection(backend.stat("bad"))).message, /it is not JSON/);
       assert.match((await rejection(backend.stat("liar"))).message, /it names key "good"/);
       const refused = await rejection(
@@ -288,6 +292,10 @@ test(
       assert.equal((await readAll(await backend.open("bad"))).toString(), "new");
       assert.equal(await backend.remove("liar"), true);
       assert.deepEqual((await backend.list("")).map((m) => m.key).sort(), ["bad", "good"]);
+      await put("p/entries/bad2.json", "{not json");
+      assert.equal(await backend.removeDamaged(), 1);
+      assert.deepEqual(await backend.damaged(), []);
+      client.destroy();
     });
   },
 );

@@ -386,3 +386,47 @@ gtest(
     assert.deepEqual(readdirSync(out).sort(), [".wh.dir", ".wh.keep", "keep"]);
   },
 );
+
+// A damaged entry is reported the same way by every command (issue 13, item 4): not a miss for
+// restore nor "exists" for save, marked by ls, and rm removes it.
+gtest(
+  "cache: an entry whose metadata is damaged: ls says so, restore and save refuse, rm removes it",
+  async (fx) => {
+    const e = setup(fx);
+    const src = join(fx.scratch, "deps");
+    mkdirSync(src);
+    writeFileSync(join(src, "a.txt"), "a\n");
+    ok(await e.cache(["save", "k1", src]));
+    ok(await e.cache(["save", "k2", src]));
+    const entries = join(e.home, "cache", "entries");
+    const k2 = readdirSync(entries).find((d) =>
+      readFileSync(join(entries, d, "meta.json"), "utf8").includes('"k2"'),
+    );
+    assert.ok(k2);
+    writeFileSync(join(entries, k2, "meta.json"), "{ damaged");
+    const ls = await e.cache(["ls"]);
+    ok(ls);
+    assert.match(ls.out, /^k1 /m);
+    assert.match(ls.err, /^cvisor: 1 cache entry in disk:.* is damaged .*cache rm --all/m);
+    const out = join(fx.scratch, "out");
+    const restore = await e.cache(["restore", "k2", out]);
+    assert.equal(restore.code, 125, show(restore));
+    assert.match(
+      restore.err,
+      /^cvisor: cache entry k2 in disk:.* is damaged .*cvisor cache rm k2 removes it/,
+    );
+    assert.ok(!existsSync(out));
+    const save = await e.cache(["save", "k2", src]);
+    assert.equal(save.code, 125, show(save));
+    assert.match(save.err, /is damaged .*--force replaces it/);
+    const rm = await e.cache(["rm", "k2"]);
+    ok(rm);
+    assert.equal(readdirSync(entries).length, 1);
+    ok(await e.cache(["save", "k2", src]));
+    // rm --all takes damaged entries too, whose keys nobody can read.
+    writeFileSync(join(entries, k2, "meta.json"), "{ damaged");
+    const all = await e.cache(["rm", "--all"]);
+    ok(all);
+    assert.deepEqual(readdirSync(entries), []);
+  },
+);
