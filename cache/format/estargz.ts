@@ -166,10 +166,7 @@ export class EstargzWriter extends Transform {
     const type = { file: "reg", directory: "dir", symlink: "symlink", link: "hardlink" }[
       a.type
     ] as TocEntry["type"];
-    const e: TocEntry = {
-      name: a.type === "directory" ? `${a.name.replace(/\/$/, "")}/` : a.name,
-      type,
-    };
+    const e: TocEntry = { name: a.name, type }; // the header's name, as the reference writer does
     if (type === "reg" && size > 0) e.size = size;
     const mt = modtime(a.mtime);
     if (mt !== undefined) e.modtime = mt;

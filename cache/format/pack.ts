@@ -185,7 +185,9 @@ class Packer<D, E extends { st: Stats }> {
   }
 
   async root(dir: D, st: Stats): Promise<void> {
-    await this.entry(this.header(".", st, "directory"));
+    // Directories end in "/", the root is "./", as tar writes them (and eStargz's TOC names
+    // each entry by its header's name).
+    await this.entry(this.header("./", st, "directory"));
     this.report.dirs++;
     await this.contents(dir, IgnoreRules.none(), "");
   }
@@ -224,7 +226,7 @@ class Packer<D, E extends { st: Stats }> {
         return;
       }
       try {
-        await this.entry(this.header(rel, st, "directory"));
+        await this.entry(this.header(`${rel}/`, st, "directory"));
         this.report.dirs++;
         await this.contents(child, rules, rel);
       } finally {
