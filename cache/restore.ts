@@ -8,6 +8,7 @@ import { createHash } from "node:crypto";
 import { Transform, type TransformCallback } from "node:stream";
 import { CvisorError } from "../src/core/errors.js";
 import type { Skipped } from "../src/sandbox/copy-tree.js";
+import { cleanedUpOnSignal } from "../src/sandbox/interrupt.js";
 import { validateKey, type CacheBackend, type EntryMeta } from "./backend.js";
 import { codecOf, type Codec } from "./format/codec.js";
 import { ESTARGZ_META_NAMES, TOC_NAME, type Toc } from "./format/estargz.js";
@@ -128,6 +129,28 @@ export async function restoreCache(
       ? stageHost(target.path)
       : stageSandbox(target.layer, target.vpath, target.hidden, target.lowers ?? []);
   const what = `cache entry ${meta.key} in ${backend.description}`;
+  const report = await cleanedUpOnSignal(
+    () => staging.abort(),
+    () => extractAndPlace(backend, meta, codec, staging, target, opts, what),
+  );
+  return {
+    hit: found.hit,
+    entry: meta,
+    ...(found.matchedPrefix !== undefined ? { matchedPrefix: found.matchedPrefix } : {}),
+    report,
+  };
+}
+
+/** Extracts the entry into staging and swaps it in, or removes it and throws. */
+async function extractAndPlace(
+  backend: CacheBackend,
+  meta: EntryMeta,
+  codec: Codec,
+  staging: Staging,
+  target: RestoreTarget,
+  opts: RestoreOptions,
+  what: string,
+): Promise<ExtractReport> {
   let report: ExtractReport;
   try {
     const body = await backend.open(meta.key);
@@ -196,10 +219,5 @@ export async function restoreCache(
     staging.abort();
     throw err;
   }
-  return {
-    hit: found.hit,
-    entry: meta,
-    ...(found.matchedPrefix !== undefined ? { matchedPrefix: found.matchedPrefix } : {}),
-    report,
-  };
+  return report;
 }

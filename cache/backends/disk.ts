@@ -2,8 +2,8 @@
 //
 //   ROOT/entries/<sha256 of the key>/archive     the archive bytes as stored
 //   ROOT/entries/<sha256 of the key>/meta.json   its EntryMeta (the key itself is inside)
-//   ROOT/tmp/<random>/                           an entry being written
-//   ROOT/trash/<random>/                         an entry being removed or replaced
+//   ROOT/tmp/<owner record>/                     an entry being written
+//   ROOT/trash/<owner record>/                   an entry being removed or replaced
 //
 // An entry is written whole in tmp/ (archive and meta.json) and renamed into entries/ in one
 // step: readers see all of it or nothing, and the rename itself refuses an existing entry
@@ -11,8 +11,9 @@
 // of a save): an entry torn by a crash of the machine is refused by restore, which checks the
 // size and sha256 recorded in meta.json, and `cache rm KEY` clears it. Removing renames the
 // entry into trash/ first. Keys are hashed for their directory names (a key may be 512
-// characters and hold '/'), so a key never names a path.
-import { createHash, randomBytes } from "node:crypto";
+// characters and hold '/'), so a key never names a path. A save interrupted by a signal removes
+// its tmp/ entry; one killed leaves it under its owner record, and the next save removes it.
+import { createHash } from "node:crypto";
 import {
   closeSync,
   existsSync,
@@ -38,6 +39,8 @@ import {
   type EntryMeta,
   type NewEntry,
 } from "../backend.js";
+import { deadOwnerRecord, ownerRecord } from "../../src/sandbox/ephemeral.js";
+import { cleanedUpOnSignal } from "../../src/sandbox/interrupt.js";
 import { makeDirs } from "../../src/sandbox/make-dirs.js";
 
 /** tmp/ and trash/ leftovers older than this (a killed save or rm) are removed by the next put. */
@@ -45,10 +48,6 @@ const STALE_MS = 24 * 3600 * 1000;
 
 function keyDir(key: string): string {
   return createHash("sha256").update(key).digest("hex");
-}
-
-function tag(): string {
-  return `${process.pid.toString(36)}-${randomBytes(6).toString("hex")}`;
 }
 
 /** A metadata record as read from disk, if it is one. */
@@ -187,12 +186,27 @@ export class DiskBackend implements CacheBackend {
         makeDirs(`${this.root}/${sub}`, 0o700);
       }
       this.sweep();
-      tmp = `${this.root}/tmp/${tag()}`;
+      tmp = `${this.root}/tmp/${ownerRecord()}`;
       mkdirSync(tmp, { mode: 0o700 });
     } catch (err) {
       body.destroy();
       this.fail(err, "cannot write");
     }
+    const staged = tmp;
+    return cleanedUpOnSignal(
+      () => rmSync(staged, { recursive: true, force: true }),
+      () => this.write(entry, body, staged, final, options.force),
+    );
+  }
+
+  /** Writes the entry into tmp (archive, then meta.json) and renames it into place. */
+  private async write(
+    entry: NewEntry,
+    body: Readable,
+    tmp: string,
+    final: string,
+    force: boolean,
+  ): Promise<EntryMeta> {
     try {
       const hash = createHash("sha256");
       let size = 0;
@@ -214,7 +228,7 @@ export class DiskBackend implements CacheBackend {
       } finally {
         closeSync(mfd);
       }
-      this.place(tmp, final, entry.key, options.force);
+      this.place(tmp, final, entry.key, force);
       return meta;
     } catch (err) {
       rmSync(tmp, { recursive: true, force: true });
@@ -235,7 +249,7 @@ export class DiskBackend implements CacheBackend {
       if (c !== "ENOTEMPTY" && c !== "EEXIST") throw err;
       if (!force) throw new CacheExistsError(this.description, key);
     }
-    const trash = `${this.root}/trash/${tag()}`;
+    const trash = `${this.root}/trash/${ownerRecord()}`;
     renameSync(final, trash);
     renameSync(tmp, final);
     rmSync(trash, { recursive: true, force: true });
@@ -247,8 +261,9 @@ export class DiskBackend implements CacheBackend {
     for (const sub of ["tmp", "trash"]) {
       for (const name of readdirSync(`${this.root}/${sub}`)) {
         const path = `${this.root}/${sub}/${name}`;
-        const st = statSync(path, { throwIfNoEntry: false });
-        if (st && now - st.mtimeMs > STALE_MS) rmSync(path, { recursive: true, force: true });
+        // Named by their owner's record: a dead owner's go now; other names after a day.
+        const st = deadOwnerRecord(name) ? undefined : statSync(path, { throwIfNoEntry: false });
+        if (!st || now - st.mtimeMs > STALE_MS) rmSync(path, { recursive: true, force: true });
       }
     }
   }
@@ -263,7 +278,7 @@ export class DiskBackend implements CacheBackend {
   private discard(name: string, what = name): boolean {
     try {
       makeDirs(`${this.root}/trash`, 0o700);
-      const trash = `${this.root}/trash/${tag()}`;
+      const trash = `${this.root}/trash/${ownerRecord()}`;
       try {
         renameSync(`${this.root}/entries/${name}`, trash);
       } catch (err) {

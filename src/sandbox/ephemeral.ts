@@ -125,6 +125,11 @@ export function ownerRecordAlive(name: string): boolean {
   return m !== null && ownerAlive(Number(m[1]), m[2] ?? "");
 }
 
+/** A name that is an owner record whose owner is gone: a leftover to remove. */
+export function deadOwnerRecord(name: string): boolean {
+  return ENTRY.test(name) && !ownerRecordAlive(name);
+}
+
 /** Is the owner recorded in an entry's name still running (same pid, same start time)? */
 function ownerAlive(pid: number, start: string): boolean {
   if (pid === process.pid) return start === ownStartTime();
