@@ -7,6 +7,11 @@ import globals from "globals";
 
 const homeOrTmp = "^(homedir|tmpdir)$";
 const onlyPaths = "Only src/paths.ts reads the home and temp directories; use its helpers.";
+const noHomeOrTmp = ["os", "node:os"].map((name) => ({
+  name,
+  importNames: ["homedir", "tmpdir"],
+  message: onlyPaths,
+}));
 
 export default defineConfig(
   { ignores: ["dist/", "node_modules/", "native/"] },
@@ -20,18 +25,32 @@ export default defineConfig(
         "error",
         { argsIgnorePattern: "^_", varsIgnorePattern: "^_" },
       ],
-      "no-restricted-imports": [
-        "error",
-        ...["os", "node:os"].map((name) => ({
-          name,
-          importNames: ["homedir", "tmpdir"],
-          message: onlyPaths,
-        })),
-      ],
+      "no-restricted-imports": ["error", ...noHomeOrTmp],
       "no-restricted-syntax": [
         "error",
         // os.homedir(), os.tmpdir(), and the same through any alias of the module.
         { selector: `CallExpression[callee.property.name=/${homeOrTmp}/]`, message: onlyPaths },
+      ],
+    },
+  },
+  {
+    // Dependencies run one way: CLI -> library -> store and core. Nothing below the CLI imports it.
+    files: [
+      "src/core/**/*.ts",
+      "src/sandbox/**/*.ts",
+      "src/index.ts",
+      "cache/**/*.ts",
+      "snapshots/**/*.ts",
+    ],
+    rules: {
+      "no-restricted-imports": [
+        "error",
+        {
+          paths: noHomeOrTmp,
+          patterns: [
+            { group: ["**/cli/*"], message: "The CLI sits on top: nothing below it imports it." },
+          ],
+        },
       ],
     },
   },

@@ -18,7 +18,7 @@ import {
   unlinkSync,
   writeFileSync,
 } from "node:fs";
-import { writeStderr } from "../src/cli/errors.js";
+import { writeStderr } from "../src/core/stderr.js";
 import { CvisorError } from "../src/core/errors.js";
 import { ownerRecord, ownerRecordAlive } from "../src/sandbox/ephemeral.js";
 import { removeTree } from "../src/sandbox/remove-tree.js";
