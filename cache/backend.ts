@@ -55,8 +55,12 @@ export interface CacheBackend {
   readonly description: string;
   /** --read-only: put and remove refuse with CacheReadOnlyError. */
   readonly readOnly: boolean;
-  /** Metadata of every complete entry whose key starts with prefix ("" for all). */
-  list(prefix: string): Promise<EntryMeta[]>;
+  /**
+   * Metadata of every complete entry whose key starts with prefix ("" for all). `damaged`, when
+   * given, receives what names each entry whose metadata cannot be read, in the same pass: its
+   * key where the store knows it (S3), else its directory (disk: whatever the prefix).
+   */
+  list(prefix: string, damaged?: string[]): Promise<EntryMeta[]>;
   /** One entry's metadata, or undefined. */
   stat(key: string): Promise<EntryMeta | undefined>;
   /** The stored archive bytes. The caller verifies size and sha256 against the metadata. */
@@ -69,10 +73,8 @@ export interface CacheBackend {
   put(entry: NewEntry, body: Readable, options: { force: boolean }): Promise<EntryMeta>;
   /** Removes an entry, a damaged one too; false when there was none. */
   remove(key: string): Promise<boolean>;
-  /** Entries whose metadata cannot be read, by what names them (their keys may be unknown). */
-  damaged(): Promise<string[]>;
-  /** Removes those; how many went. */
-  removeDamaged(): Promise<number>;
+  /** Removes damaged entries by the names list() gave them; how many went. */
+  removeDamaged(names: readonly string[]): Promise<number>;
 }
 
 /** Keys: what actions/cache allows, minus what could name a path outside the store. */

@@ -110,33 +110,25 @@ export class DiskBackend implements CacheBackend {
     }
   }
 
-  async list(prefix: string): Promise<EntryMeta[]> {
+  async list(prefix: string, damaged?: string[]): Promise<EntryMeta[]> {
     const out: EntryMeta[] = [];
     for (const name of this.names()) {
+      let meta;
       try {
-        const meta = this.readMeta(`${this.root}/entries/${name}`, name);
-        if (meta && meta !== "damaged" && meta.key.startsWith(prefix)) out.push(meta);
+        meta = this.readMeta(`${this.root}/entries/${name}`, name);
       } catch (err) {
         this.fail(err, `cannot read entry ${name}`);
       }
+      if (meta === "damaged") damaged?.push(name);
+      else if (meta?.key.startsWith(prefix)) out.push(meta);
     }
     return out;
   }
 
-  async damaged(): Promise<string[]> {
-    return this.names().filter((name) => {
-      try {
-        return this.readMeta(`${this.root}/entries/${name}`, name) === "damaged";
-      } catch {
-        return true;
-      }
-    });
-  }
-
-  async removeDamaged(): Promise<number> {
+  async removeDamaged(names: readonly string[]): Promise<number> {
     if (this.readOnly) throw new CacheReadOnlyError(this.description);
     let n = 0;
-    for (const name of await this.damaged()) if (this.discard(name)) n++;
+    for (const name of names) if (this.discard(name)) n++;
     return n;
   }
 

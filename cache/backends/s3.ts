@@ -183,20 +183,7 @@ class S3Backend implements CacheBackend {
     this.description = location.description;
   }
 
-  async list(prefix: string): Promise<EntryMeta[]> {
-    const keys = await this.keys(prefix);
-    const found = await mapLimit(keys, LIST_CONCURRENCY, (key) =>
-      this.readMeta(key).catch((err: unknown) => {
-        if (err instanceof CacheDamagedError) return undefined; // damaged() names it
-        throw err;
-      }),
-    );
-    // An entry removed between the listing and its GET is simply gone.
-    return found.flatMap((stored) => (stored ? [stored.meta] : []));
-  }
-
-  /** The keys of the metadata objects whose key starts with prefix. */
-  private async keys(prefix: string): Promise<string[]> {
+  async list(prefix: string, damaged?: string[]): Promise<EntryMeta[]> {
     const base = `${this.location.prefix}entries/`;
     const keys: string[] = [];
     let token: string | undefined;
@@ -217,26 +204,20 @@ class S3Backend implements CacheBackend {
       }
       token = page.IsTruncated ? page.NextContinuationToken : undefined;
     } while (token !== undefined);
-    return keys;
-  }
-
-  async damaged(): Promise<string[]> {
-    const keys = await this.keys("");
-    const bad = await mapLimit(keys, LIST_CONCURRENCY, (key) =>
-      this.readMeta(key).then(
-        () => undefined,
-        (err: unknown) => {
-          if (err instanceof CacheDamagedError) return key;
-          throw err;
-        },
-      ),
+    const found = await mapLimit(keys, LIST_CONCURRENCY, (key) =>
+      this.readMeta(key).catch((err: unknown) => {
+        if (!(err instanceof CacheDamagedError)) throw err;
+        damaged?.push(key);
+        return undefined;
+      }),
     );
-    return bad.filter((k): k is string => k !== undefined);
+    // An entry removed between the listing and its GET is simply gone.
+    return found.flatMap((stored) => (stored ? [stored.meta] : []));
   }
 
-  async removeDamaged(): Promise<number> {
+  async removeDamaged(names: readonly string[]): Promise<number> {
     let n = 0;
-    for (const key of await this.damaged()) if (await this.remove(key)) n++;
+    for (const key of names) if (await this.remove(key)) n++;
     return n;
   }
 

@@ -232,9 +232,9 @@ export async function cache(plan: StoreCommandPlan): Promise<number> {
     }
     case "ls": {
       const [prefix = ""] = args;
-      const entries = await backend.list(prefix);
+      const damaged: string[] = [];
+      const entries = await backend.list(prefix, damaged);
       entries.sort(newerFirst);
-      const damaged = await backend.damaged();
       if (damaged.length > 0) {
         const shown = damaged.slice(0, 3).join(", ") + (damaged.length > 3 ? ", ..." : "");
         writeStderr(
@@ -266,15 +266,16 @@ export async function cache(plan: StoreCommandPlan): Promise<number> {
       if ((key === undefined) === (o.all !== true)) {
         throw usage("cache rm needs KEY or --all (not both)");
       }
+      // --all: the damaged entries too, whose keys may be unreadable.
+      const bad: string[] = [];
       const keys =
-        key !== undefined ? [validateKey(key)] : (await backend.list("")).map((e) => e.key);
+        key !== undefined ? [validateKey(key)] : (await backend.list("", bad)).map((e) => e.key);
       const removed: string[] = [];
       for (const k of keys) if (await backend.remove(k)) removed.push(k);
       if (key !== undefined && removed.length === 0) {
         throw new CvisorError(`no cache entry ${key} in ${backend.description}`, "ENOENT");
       }
-      // --all: the damaged entries too, whose keys cannot be read.
-      const damaged = key === undefined ? await backend.removeDamaged() : 0;
+      const damaged = bad.length > 0 ? await backend.removeDamaged(bad) : 0;
       if (json) out({ backend: backend.description, removed, ...(damaged ? { damaged } : {}) });
       else
         writeStderr(

@@ -277,11 +277,12 @@ test(
       // Reported as the disk backend reports it: listed apart, refused by name.
       const corrupt =
         /^cache entry (bad|liar) in s3:\/\/cvisor-test\/p is damaged \(metadata object p\/entries\/(bad|liar)\.json: .*\): cvisor cache rm \1 removes it, save --force replaces it$/;
+      const damaged: string[] = [];
       assert.deepEqual(
-        (await backend.list("")).map((m) => m.key),
+        (await backend.list("", damaged)).map((m) => m.key),
         ["good"],
       );
-      assert.deepEqual((await backend.damaged()).sort(), ["bad", "liar"]);
+      assert.deepEqual(damaged.sort(), ["bad", "liar"]);
       assert.match((await rejection(backend.stat("bad"))).message, /it is not JSON/);
       assert.match((await rejection(backend.stat("liar"))).message, /it names key "good"/);
       const refused = await rejection(
@@ -293,8 +294,13 @@ test(
       assert.equal(await backend.remove("liar"), true);
       assert.deepEqual((await backend.list("")).map((m) => m.key).sort(), ["bad", "good"]);
       await put("p/entries/bad2.json", "{not json");
-      assert.equal(await backend.removeDamaged(), 1);
-      assert.deepEqual(await backend.damaged(), []);
+      const bad2: string[] = [];
+      await backend.list("", bad2);
+      assert.deepEqual(bad2, ["bad2"]);
+      assert.equal(await backend.removeDamaged(bad2), 1);
+      const none: string[] = [];
+      await backend.list("", none);
+      assert.deepEqual(none, []);
       client.destroy();
     });
   },
