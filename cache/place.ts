@@ -88,7 +88,8 @@ function protectedDestination(dst: string): string | undefined {
 
 /**
  * The real directory a host restore into `path` would replace, or a CvisorError when it must
- * not (it is or holds what the user did not name). Checked before the lookup, and again here.
+ * not (it is or holds what the user did not name). Decided once, before the lookup: the
+ * restore then works on this path (stageHost), whatever the user's path leads to by then.
  */
 export function hostDestination(path: string): string {
   let dst = resolve(path);
@@ -130,9 +131,8 @@ function sweepLeftovers(dir: string, prefix: string): void {
   }
 }
 
-/** Prepares a restore into a host directory. */
-export function stageHost(path: string): Staging {
-  const dst = hostDestination(path);
+/** Prepares a restore into the host directory dst (hostDestination's answer for `path`). */
+export function stageHost(dst: string, path: string): Staging {
   const there = lstatSync(dst, { throwIfNoEntry: false });
   if (there && !there.isDirectory()) {
     throw new CvisorError(`${path}: exists and is not a directory`, "ENOTDIR");

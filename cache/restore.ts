@@ -119,15 +119,18 @@ export async function restoreCache(
 ): Promise<RestoreResult> {
   validateKey(key);
   const restoreKeys = (opts.restoreKeys ?? []).map(validatePrefix);
-  if (target.kind === "host") hostDestination(target.path); // refused even on a miss
+  let stage: () => Staging;
+  if (target.kind === "host") {
+    const dst = hostDestination(target.path); // refused even on a miss
+    stage = () => stageHost(dst, target.path);
+  } else {
+    stage = () => stageSandbox(target.layer, target.vpath, target.hidden, target.lowers ?? []);
+  }
   const found = await lookup(backend, key, restoreKeys);
   if (found.hit === "miss" || found.entry === undefined) return { hit: "miss" };
   const meta = found.entry;
   const codec = await codecOf(meta.format);
-  const staging: Staging =
-    target.kind === "host"
-      ? stageHost(target.path)
-      : stageSandbox(target.layer, target.vpath, target.hidden, target.lowers ?? []);
+  const staging = stage();
   const what = `cache entry ${meta.key} in ${backend.description}`;
   const report = await cleanedUpOnSignal(
     () => staging.abort(),
