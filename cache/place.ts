@@ -15,7 +15,6 @@ import {
   chmodSync,
   lstatSync,
   mkdirSync,
-  readdirSync,
   realpathSync,
   renameSync,
   unlinkSync,
@@ -29,7 +28,7 @@ import { upperDirOf } from "../src/sandbox/copy-in.js";
 import { OPAQUE_MARKER, WHITEOUT_PREFIX } from "../src/sandbox/layer-names.js";
 import { fileTimes } from "../src/sandbox/copy-tree.js";
 import { at, errCode, lstatAt } from "../src/sandbox/fd-path.js";
-import { deadOwnerRecord, ownerRecord } from "../src/sandbox/ephemeral.js";
+import { ownerRecord, removeDeadLeftovers } from "../src/sandbox/ephemeral.js";
 import { removeTree } from "../src/sandbox/remove-tree.js";
 import { tag } from "../src/sandbox/store.js";
 import { MergedView, ViewError, type ViewDir } from "../src/sandbox/view.js";
@@ -110,27 +109,6 @@ export function hostDestination(path: string): string {
   return dst;
 }
 
-/**
- * Removes the extraction directories (PREFIX + owner record) that killed restores left in dir.
- * Never fails a restore: what cannot be removed now is tried the next time.
- */
-function sweepLeftovers(dir: string, prefix: string): void {
-  let names: string[];
-  try {
-    names = readdirSync(dir);
-  } catch {
-    return;
-  }
-  for (const name of names) {
-    if (!name.startsWith(prefix) || !deadOwnerRecord(name.slice(prefix.length))) continue;
-    try {
-      removeTree(`${dir}/${name}`);
-    } catch {
-      // Next time.
-    }
-  }
-}
-
 /** Prepares a restore into the host directory dst (hostDestination's answer for `path`). */
 export function stageHost(dst: string, path: string): Staging {
   const there = lstatSync(dst, { throwIfNoEntry: false });
@@ -138,7 +116,7 @@ export function stageHost(dst: string, path: string): Staging {
     throw new CvisorError(`${path}: exists and is not a directory`, "ENOTDIR");
   }
   makeDirs(dirname(dst));
-  sweepLeftovers(dirname(dst), ".cvisor-restore~");
+  removeDeadLeftovers(dirname(dst), ".cvisor-restore~");
   const tmp = `${dirname(dst)}/.cvisor-restore~${ownerRecord()}`;
   mkdirSync(tmp, { mode: 0o700 });
   return {
@@ -200,7 +178,7 @@ export function stageSandbox(
     throw err;
   }
   makeDirs(layer.work, 0o700);
-  sweepLeftovers(layer.work, "cache~");
+  removeDeadLeftovers(layer.work, "cache~");
   const tmp = `${layer.work}/cache~${ownerRecord()}`;
   mkdirSync(tmp, { mode: 0o700 });
   return {

@@ -130,6 +130,27 @@ export function deadOwnerRecord(name: string): boolean {
   return ENTRY.test(name) && !ownerRecordAlive(name);
 }
 
+/**
+ * Removes what killed commands left in dir: the entries named PREFIX + an owner record whose
+ * owner is gone. Never throws (what cannot be removed now is tried the next time).
+ */
+export function removeDeadLeftovers(dir: string, prefix: string): void {
+  let names: string[];
+  try {
+    names = readdirSync(dir);
+  } catch {
+    return;
+  }
+  for (const name of names) {
+    if (!name.startsWith(prefix) || !deadOwnerRecord(name.slice(prefix.length))) continue;
+    try {
+      removeTree(`${dir}/${name}`);
+    } catch {
+      // Next time.
+    }
+  }
+}
+
 /** Is the owner recorded in an entry's name still running (same pid, same start time)? */
 function ownerAlive(pid: number, start: string): boolean {
   if (pid === process.pid) return start === ownStartTime();
