@@ -2,7 +2,7 @@
 // The layers follow the OCI conventions (`.wh.NAME` whiteouts, `.wh..wh..opq` opaque
 // directories), so the tarball is the one layer the upper and the read-only snapshot layers
 // under it amount to (src/sandbox/effective-layer.ts): streamed entry by entry, hard links kept
-// as links, written to FILE.tmp~ and renamed into place (or to stdout for -).
+// as links, written to FILE.tmp~<owner record> and renamed into place (or to stdout for -).
 import {
   createReadStream,
   createWriteStream,
@@ -11,6 +11,7 @@ import {
   renameSync,
   rmSync,
 } from "node:fs";
+import { basename, dirname, join } from "node:path";
 import type { Writable } from "node:stream";
 import { getSystemErrorMap } from "node:util";
 import { pack as tarPack, type Header } from "tar-stream";
@@ -19,6 +20,8 @@ type EntryHeader = Partial<Header> & { name: string };
 import { CvisorError } from "../core/errors.js";
 import { OPAQUE_MARKER, WHITEOUT_PREFIX } from "../sandbox/layer-names.js";
 import { shownText, walkEffective } from "../sandbox/effective-layer.js";
+import { ownerRecord, removeDeadLeftovers } from "../sandbox/ephemeral.js";
+import { cleanedUpOnSignal } from "../sandbox/interrupt.js";
 import { openFileChecked } from "../sandbox/fd-path.js";
 import { sandboxLowers } from "../sandbox/lowers.js";
 import { existingSandbox } from "./diff.js";
@@ -150,10 +153,17 @@ export async function exportLayer(plan: StoreCommandPlan): Promise<number> {
   if (file === "-") {
     await writeLayer(layers, process.stdout, summary);
   } else {
-    const tmp = `${file}.tmp~${process.pid}`;
-    try {
+    // Written beside FILE and renamed onto it: removed on a signal, and a killed export's by the
+    // next export to the same place.
+    const prefix = `${basename(file)}.tmp~`;
+    removeDeadLeftovers(dirname(file), prefix);
+    const tmp = join(dirname(file), `${prefix}${ownerRecord()}`);
+    const write = async (): Promise<void> => {
       await writeLayer(layers, createWriteStream(tmp, { flags: "wx", mode: 0o644 }), summary);
       renameSync(tmp, file);
+    };
+    try {
+      await cleanedUpOnSignal(() => rmSync(tmp, { force: true }), write);
     } catch (err) {
       rmSync(tmp, { force: true });
       throw new CvisorError(`cannot write ${file}: ${errorText(err)}`, "EEXPORT");

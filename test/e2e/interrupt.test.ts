@@ -1,14 +1,16 @@
-// Interrupted cache commands leave nothing half-done (issue 13, item 2): SIGINT at points spread
-// over a save and a restore ends them with the destination as it was or complete and no
-// temporary files; what a kill -9 leaves is removed by the next command. Tries per command:
-// $CVISOR_INTERRUPT_TRIES (default 8; the issue's full run is 50).
+// Interrupted commands that write leave nothing half-done (issue 13, item 2): SIGINT at points
+// spread over a cache save, a cache restore and an export ends each with its destination as it
+// was or complete and no temporary file; a kill -9 while its temporary file exists leaves that
+// file, and the next command removes it. Tries per command: $CVISOR_INTERRUPT_TRIES (default
+// 8; the issue's full run is 50).
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import type { Fixture } from "../helpers/fixture.js";
 import { gtest } from "../helpers/guard.js";
-import { cliPath, runCli, show } from "../helpers/repo.js";
+import { cliPath, cvisor, runCli, show } from "../helpers/repo.js";
 
 const TRIES = Number(process.env.CVISOR_INTERRUPT_TRIES ?? 8);
 
@@ -19,13 +21,16 @@ interface Ended {
   ms: number;
 }
 
-/** The CLI, sent `signal` after `afterMs` (never, when undefined). */
+/**
+ * The CLI, sent `signal` after `when` ms, or as soon as `when()` holds (polled every 2 ms); never
+ * when no signal is given.
+ */
 function interrupted(
   args: string[],
   env: Record<string, string>,
   cwd: string,
   signal?: NodeJS.Signals,
-  afterMs = 0,
+  when: number | (() => boolean) = 0,
 ): Promise<Ended> {
   return new Promise((resolve, reject) => {
     const t0 = Date.now();
@@ -36,10 +41,18 @@ function interrupted(
     });
     let err = "";
     child.stderr.setEncoding("utf8").on("data", (d: string) => (err += d));
-    const timer = signal ? setTimeout(() => child.kill(signal), afterMs) : undefined;
+    let timer: NodeJS.Timeout | undefined;
+    if (signal && typeof when === "number") timer = setTimeout(() => child.kill(signal), when);
+    if (signal && typeof when === "function") {
+      timer = setInterval(() => {
+        if (!when()) return;
+        clearInterval(timer);
+        child.kill(signal);
+      }, 2);
+    }
     child.on("error", reject);
     child.on("close", (code, sig) => {
-      clearTimeout(timer);
+      clearInterval(timer);
       resolve({ code, signal: sig, err, ms: Date.now() - t0 });
     });
   });
@@ -51,59 +64,92 @@ function bigTree(dir: string, files = 24): void {
   for (let i = 0; i < files; i++) writeFileSync(join(dir, `f${i}`), randomBytes(512 << 10));
 }
 
-/** The i-th of TRIES moments over a command that took fullMs, past Node's start. */
-function moment(i: number, fullMs: number): number {
-  return Math.round(fullMs * (0.25 + (0.75 * (i + 0.5)) / TRIES));
+/** It finished, or the signal sent ended it; never a stack trace. */
+function ended(r: Ended, sent: NodeJS.Signals, what: string): void {
+  assert.ok(
+    r.code === 0 || r.signal === sent,
+    `${what}: code ${r.code} signal ${r.signal}\n${r.err}`,
+  );
+  assert.doesNotMatch(r.err, /^\s+at /m, `${what}: a stack trace\n${r.err}`);
 }
 
-function ended(r: Ended, what: string): void {
-  const ok = r.code === 0 || r.signal === "SIGINT" || r.signal === "SIGKILL";
-  assert.ok(ok, `${what}: code ${r.code} signal ${r.signal}\n${r.err}`);
-  assert.doesNotMatch(r.err, /^\s+at /m, `${what}: a stack trace\n${r.err}`);
+/**
+ * Runs `start(i)` TRIES times, SIGINT at moments spread over fullMs (past Node's start), each
+ * followed by check(i, how it ended); at least one try must really have been interrupted.
+ */
+async function spreadInterrupts(
+  fullMs: number,
+  start: (i: number, at: number) => Promise<Ended>,
+  check: (i: number, r: Ended) => void,
+): Promise<void> {
+  let cut = 0;
+  for (let i = 0; i < TRIES; i++) {
+    const r = await start(i, Math.round(fullMs * (0.25 + (0.75 * (i + 0.5)) / TRIES)));
+    ended(r, "SIGINT", `try ${i}`);
+    if (r.signal === "SIGINT") cut++;
+    check(i, r);
+  }
+  assert.ok(cut > 0, "no try was interrupted before it finished");
+}
+
+/** Entries of dir whose names start with prefix. */
+function named(dir: string, prefix: string): string[] {
+  return readdirSync(dir).filter((n) => n.startsWith(prefix));
+}
+
+function cacheEnv(fx: Fixture): Record<string, string> {
+  return { CVISOR_HOME: join(fx.scratch, "home") };
 }
 
 gtest(
   "cache save interrupted at points spread over it: no temp file, the entry whole or absent",
   async (fx) => {
-    const home = join(fx.scratch, "home");
-    const env = { CVISOR_HOME: home };
+    const env = cacheEnv(fx);
     const tree = join(fx.scratch, "tree");
     bigTree(tree);
     const full = await interrupted(["cache", "save", "full", tree], env, fx.scratch);
     assert.equal(full.code, 0, full.err);
-    const tmp = join(home, "cache", "tmp");
-    for (let i = 0; i < TRIES; i++) {
-      const r = await interrupted(
-        ["cache", "save", `k${i}`, tree],
-        env,
-        fx.scratch,
-        "SIGINT",
-        moment(i, full.ms),
-      );
-      ended(r, `save k${i}`);
-      assert.deepEqual(readdirSync(tmp), [], `save k${i} (${r.signal ?? r.code}) left a temp file`);
-      const listed = await runCli(["cache", "ls", `k${i}`, "--json"], { extraEnv: env });
-      const keys = (JSON.parse(listed.out) as { key: string }[]).map((e) => e.key);
-      assert.deepEqual(keys, r.code === 0 ? [`k${i}`] : keys, show(listed));
-      if (keys.length > 0) {
-        const out = join(fx.scratch, `out${i}`);
-        const back = await runCli(["cache", "restore", `k${i}`, out], { extraEnv: env });
-        assert.equal(back.code, 0, show(back));
-        assert.deepEqual(readdirSync(out).sort(), readdirSync(tree).sort());
-      }
-    }
-    // kill -9 leaves its temp file; the next save removes it.
+    const tmp = join(env.CVISOR_HOME ?? "", "cache", "tmp");
+    await spreadInterrupts(
+      full.ms,
+      (i, at) => interrupted(["cache", "save", `k${i}`, tree], env, fx.scratch, "SIGINT", at),
+      (i, r) => {
+        assert.deepEqual(
+          readdirSync(tmp),
+          [],
+          `save k${i} (${r.signal ?? r.code}) left a temp file`,
+        );
+        const listed = spawnSync(process.execPath, [cliPath, "cache", "ls", `k${i}`, "--json"], {
+          env: { ...process.env, ...env },
+          encoding: "utf8",
+        });
+        const keys = (JSON.parse(listed.stdout) as { key: string }[]).map((e) => e.key);
+        if (r.code === 0) assert.deepEqual(keys, [`k${i}`]);
+        else
+          assert.ok(keys.length === 0 || (keys.length === 1 && keys[0] === `k${i}`), listed.stdout);
+        if (keys.length > 0) {
+          // Whole: it restores, with every file.
+          const out = join(fx.scratch, `out${i}`);
+          const back = spawnSync(process.execPath, [cliPath, "cache", "restore", `k${i}`, out], {
+            env: { ...process.env, ...env },
+            encoding: "utf8",
+          });
+          assert.equal(back.status, 0, back.stderr);
+          assert.deepEqual(readdirSync(out).sort(), readdirSync(tree).sort());
+        }
+      },
+    );
+    // kill -9 while its temp file exists: left; the next save removes it.
     const killed = await interrupted(
       ["cache", "save", "killed", tree],
       env,
       fx.scratch,
       "SIGKILL",
-      Math.round(full.ms / 2),
+      () => existsSync(tmp) && readdirSync(tmp).length > 0,
     );
-    ended(killed, "save killed");
-    const next = await runCli(["cache", "save", "next", join(fx.scratch, "tree")], {
-      extraEnv: env,
-    });
+    assert.equal(killed.signal, "SIGKILL", killed.err);
+    assert.equal(readdirSync(tmp).length, 1, "the killed save's temp file");
+    const next = await runCli(["cache", "save", "next", tree], { extraEnv: env });
     assert.equal(next.code, 0, show(next));
     assert.deepEqual(readdirSync(tmp), []);
   },
@@ -113,19 +159,15 @@ gtest(
 gtest(
   "cache restore interrupted at points spread over it: the directory old or new, no temp dir",
   async (fx) => {
-    const home = join(fx.scratch, "home");
-    const env = { CVISOR_HOME: home };
+    const env = cacheEnv(fx);
     const tree = join(fx.scratch, "tree");
     bigTree(tree, 64);
     const saved = await runCli(["cache", "save", "k", tree], { extraEnv: env, timeoutMs: 120_000 });
     assert.equal(saved.code, 0, show(saved));
     const parent = join(fx.scratch, "work");
     mkdirSync(parent);
-    const full = await interrupted(
-      ["cache", "restore", "k", join(parent, "probe")],
-      env,
-      fx.scratch,
-    );
+    const probe = join(parent, "probe");
+    const full = await interrupted(["cache", "restore", "k", probe], env, fx.scratch);
     assert.equal(full.code, 0, full.err);
     /** A directory the restore would replace: one file, old.txt. */
     const oldDir = (name: string): string => {
@@ -145,36 +187,101 @@ gtest(
       );
       return "new";
     };
-    const leftovers = () => readdirSync(parent).filter((n) => n.startsWith(".cvisor-"));
-    for (let i = 0; i < TRIES; i++) {
-      const dest = oldDir(`deps${i}`);
-      const r = await interrupted(
-        ["cache", "restore", "k", dest],
-        env,
-        fx.scratch,
-        "SIGINT",
-        moment(i, full.ms),
-      );
-      ended(r, `restore ${i}`);
-      const now = state(dest);
-      if (r.code === 0) assert.equal(now, "new");
-      assert.deepEqual(leftovers(), [], `restore ${i} (${r.signal ?? r.code}) left a temp dir`);
-    }
-    // kill -9 may leave its extraction directory; the next restore beside it removes it.
+    await spreadInterrupts(
+      full.ms,
+      (i, at) =>
+        interrupted(["cache", "restore", "k", oldDir(`deps${i}`)], env, fx.scratch, "SIGINT", at),
+      (i, r) => {
+        const now = state(join(parent, `deps${i}`));
+        if (r.code === 0) assert.equal(now, "new");
+        assert.deepEqual(
+          named(parent, ".cvisor-"),
+          [],
+          `restore ${i} (${r.signal ?? r.code}) left a temp dir`,
+        );
+      },
+    );
+    // kill -9 while it extracts: its directory is left; the next restore beside it removes it.
     const victim = oldDir("killed");
     const killed = await interrupted(
       ["cache", "restore", "k", victim],
       env,
       fx.scratch,
       "SIGKILL",
-      Math.round(full.ms / 3),
+      () => named(parent, ".cvisor-restore~").length > 0,
     );
-    ended(killed, "restore killed");
-    state(victim);
+    assert.equal(killed.signal, "SIGKILL", killed.err);
+    assert.equal(state(victim), "old");
+    assert.equal(named(parent, ".cvisor-restore~").length, 1, "the killed restore's directory");
     const next = await runCli(["cache", "restore", "k", join(parent, "other")], { extraEnv: env });
     assert.equal(next.code, 0, show(next));
-    assert.deepEqual(leftovers(), []);
+    assert.deepEqual(named(parent, ".cvisor-"), []);
     assert.ok(existsSync(join(parent, "other", "f0")));
+  },
+  { timeout: 600_000 },
+);
+
+gtest(
+  "export interrupted at points spread over it: the tarball whole or absent, no temp file",
+  async (fx) => {
+    const env = cacheEnv(fx);
+    const made = await cvisor(
+      ["--sandbox", "s"],
+      [
+        "sh",
+        "-c",
+        `head -c 24000000 /dev/urandom > ${fx.p("big.bin")}; seq 1 3000 > ${fx.p("n.txt")}`,
+      ],
+      { extraEnv: env, cwd: fx.root },
+    );
+    assert.equal(made.code, 0, show(made));
+    const out = join(fx.scratch, "out");
+    mkdirSync(out);
+    const full = await interrupted(
+      ["--sandbox", "s", "export", join(out, "full.tar")],
+      env,
+      fx.scratch,
+    );
+    assert.equal(full.code, 0, full.err);
+    const whole = (file: string): void => {
+      const listed = spawnSync("tar", ["-tf", file], { encoding: "utf8" });
+      assert.equal(listed.status, 0, `${file}: ${listed.stderr}`);
+      assert.match(listed.stdout, /big\.bin\n/);
+    };
+    await spreadInterrupts(
+      full.ms,
+      (i, at) =>
+        interrupted(
+          ["--sandbox", "s", "export", join(out, `x${i}.tar`)],
+          env,
+          fx.scratch,
+          "SIGINT",
+          at,
+        ),
+      (i, r) => {
+        assert.deepEqual(
+          named(out, `x${i}.tar.tmp~`),
+          [],
+          `export ${i} (${r.signal ?? r.code}) left a temp file`,
+        );
+        if (r.code === 0 || existsSync(join(out, `x${i}.tar`))) whole(join(out, `x${i}.tar`));
+      },
+    );
+    // kill -9 while it writes: its temp file is left; the next export to that name removes it.
+    const killed = await interrupted(
+      ["--sandbox", "s", "export", join(out, "k.tar")],
+      env,
+      fx.scratch,
+      "SIGKILL",
+      () => named(out, "k.tar.tmp~").length > 0,
+    );
+    assert.equal(killed.signal, "SIGKILL", killed.err);
+    assert.ok(!existsSync(join(out, "k.tar")));
+    assert.equal(named(out, "k.tar.tmp~").length, 1, "the killed export's temp file");
+    const next = await runCli(["--sandbox", "s", "export", join(out, "k.tar")], { extraEnv: env });
+    assert.equal(next.code, 0, show(next));
+    assert.deepEqual(named(out, "k.tar.tmp~"), []);
+    whole(join(out, "k.tar"));
   },
   { timeout: 600_000 },
 );
