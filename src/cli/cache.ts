@@ -18,7 +18,7 @@ import { targetSandbox } from "./commands.js";
 import { existingSandbox } from "./diff.js";
 import { writeStderr } from "./errors.js";
 import { EXIT_CACHE_MISS, EXIT_OK } from "./exit-codes.js";
-import { humanBytes, humanTime, writeTable } from "./human.js";
+import { humanBytes, humanTime, ignoredNote, writeTable } from "./human.js";
 import type { StoreCommandPlan } from "./plan.js";
 
 const SB = "sb:";
@@ -155,9 +155,7 @@ export async function cache(plan: StoreCommandPlan): Promise<number> {
         writeStderr(
           `cvisor: saved ${path} as cache entry ${key} in ${backend.description}: ` +
             `${report.files} files, ${humanBytes(report.bytes)} -> ${humanBytes(meta.size)} ${meta.format}` +
-            (report.ignored > 0
-              ? `; left out ${report.ignored} that .gitignore or .dockerignore exclude (--no-ignore saves them)`
-              : "") +
+            (report.ignored > 0 ? `; ${ignoredNote(report.ignored, "saves")}` : "") +
             "\n",
         );
       }

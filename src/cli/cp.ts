@@ -18,7 +18,7 @@ import { existingSandbox } from "./diff.js";
 import { writeStderr } from "./errors.js";
 import { EXIT_OK } from "./exit-codes.js";
 import type { StoreCommandPlan } from "./plan.js";
-import { humanBytes } from "./human.js";
+import { humanBytes, ignoredNote } from "./human.js";
 
 const SB = "sb:";
 
@@ -141,10 +141,7 @@ export function cp(plan: StoreCommandPlan): Promise<number> {
       `${JSON.stringify({ sandbox: name, direction: ops.direction, ...report })}\n`,
     );
   } else if (report.ignored > 0) {
-    const what = report.ignored === 1 ? "1 entry" : `${report.ignored} entries`;
-    writeStderr(
-      `cvisor: cp: left out ${what} that .gitignore or .dockerignore exclude (--no-ignore copies them)\n`,
-    );
+    writeStderr(`cvisor: cp: ${ignoredNote(report.ignored, "copies")}\n`);
   }
   return Promise.resolve(EXIT_OK);
 }

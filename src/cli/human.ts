@@ -26,3 +26,9 @@ export function writeTable(rows: readonly (readonly string[])[]): void {
     process.stdout.write(`${line.trimEnd()}\n`);
   }
 }
+
+/** What the ignore files kept out of a copy or a save: "left out 2 entries that ... (--no-ignore copies them)". */
+export function ignoredNote(count: number, verb: "copies" | "saves"): string {
+  const what = count === 1 ? "1 entry" : `${count} entries`;
+  return `left out ${what} that .gitignore or .dockerignore exclude (--no-ignore ${verb} them)`;
+}

@@ -258,7 +258,7 @@ gtest(
     ok(saved);
     assert.match(
       saved.err,
-      /; left out 1 that \.gitignore or \.dockerignore exclude \(--no-ignore saves them\)\n$/,
+      /; left out 1 entry that \.gitignore or \.dockerignore exclude \(--no-ignore saves them\)\n$/,
     );
     const home = join(fx.scratch, "home");
     const cwd = join(fx.scratch, "work", "project");
