@@ -131,15 +131,27 @@ void cv_unames_free(struct cv_run *r) {
     free(r->unames);
 }
 
+/* The newest record of a socket the kernel names `kname`, or NULL. abstract_lock held. */
+static struct cv_unix_name *uname_named(const struct cv_run *r, const char *kname) {
+    for (size_t i = r->nunames; i-- > 0;)
+        if (!strcmp(r->unames[i].kname, kname)) return &r->unames[i];
+    return NULL;
+}
+
+/* The record of the socket inode of st, or NULL. abstract_lock held. */
+static struct cv_unix_name *uname_of(const struct cv_run *r, const struct stat *st) {
+    for (size_t i = 0; i < r->nunames; i++)
+        if (r->unames[i].dev == st->st_dev && r->unames[i].ino == st->st_ino) return &r->unames[i];
+    return NULL;
+}
+
 /* The view's path of the socket the kernel names `kname` (for a unix address the guest got from
  * the kernel), or 0 when it is not one of ours. */
 static int uname_vpath(struct cv_run *r, const char *kname, char *out, size_t len) {
     if (strncmp(kname, "/proc/self/fd/", 14)) return 0;
-    int found = 0;
     pthread_mutex_lock(&r->abstract_lock);
-    for (size_t i = r->nunames; !found && i-- > 0;)
-        if (r->unames[i].vpath && !strcmp(r->unames[i].kname, kname))
-            found = snprintf(out, len, "%s", r->unames[i].vpath) < (int)len;
+    const struct cv_unix_name *u = uname_named(r, kname);
+    int found = u && u->vpath && snprintf(out, len, "%s", u->vpath) < (int)len;
     pthread_mutex_unlock(&r->abstract_lock);
     return found;
 }
@@ -148,9 +160,7 @@ static void uname_add(struct cv_run *r, int s, const char *kname, const char *gp
     struct stat st;
     if (fstat(s, &st) < 0) return;
     pthread_mutex_lock(&r->abstract_lock);
-    struct cv_unix_name *u = NULL;
-    for (size_t i = 0; i < r->nunames && !u; i++)
-        if (r->unames[i].dev == st.st_dev && r->unames[i].ino == st.st_ino) u = &r->unames[i];
+    struct cv_unix_name *u = uname_of(r, &st);
     if (!u && r->nunames == CV_UNAMES_MAX) {
         free(r->unames[0].vpath);
         memmove(r->unames, r->unames + 1, --r->nunames * sizeof *r->unames);
@@ -203,13 +213,9 @@ static struct cv_reply do_sockname(struct cv_notif *n) {
         struct stat st;
         int have = peer ? 0 : fstat(s, &st) == 0;
         pthread_mutex_lock(&n->run->abstract_lock);
-        const struct cv_unix_name *u = NULL;
-        for (size_t i = 0; have && !u && i < n->run->nunames; i++) /* this very socket */
-            if (n->run->unames[i].dev == st.st_dev && n->run->unames[i].ino == st.st_ino &&
-                !strcmp(n->run->unames[i].kname, k))
-                u = &n->run->unames[i];
-        for (size_t i = n->run->nunames; !u && i-- > 0;) /* a peer, or a socket accept() made */
-            if (!strcmp(n->run->unames[i].kname, k)) u = &n->run->unames[i];
+        const struct cv_unix_name *u = have ? uname_of(n->run, &st) : NULL; /* this very socket */
+        if (u && strcmp(u->kname, k)) u = NULL;
+        if (!u) u = uname_named(n->run, k); /* a peer, or a socket accept() made */
         if (u) {
             memset(un->sun_path, 0, sizeof un->sun_path);
             memcpy(un->sun_path, u->gpath, u->glen);
