@@ -91,10 +91,7 @@ function protectedDestination(dst: string): string | undefined {
  * restore then works on this path (stageHost), whatever the user's path leads to by then.
  */
 export function hostDestination(path: string): string {
-  let dst = resolve(path);
-  const st = lstatSync(dst, { throwIfNoEntry: false });
-  if (st?.isSymbolicLink()) dst = realpathSync(dst); // the user named it: restore where it leads
-  dst = realish(dst);
+  const dst = realish(path); // a symlink the user named: restore where it leads
   const why = protectedDestination(dst);
   if (why) {
     const instead = why.includes("inside")

@@ -189,7 +189,8 @@ static int link_node(struct cv_notif *n, const struct cv_vnode *v, int ndir, con
  * `pin` (an O_PATH fd taken before) or its new name. */
 static void relinked(struct cv_run *r, const struct cv_vnode *v, int pin, int dir, const char *name) {
     struct stat now;
-    if (v->aino && (pin >= 0 ? fstat(pin, &now) : fstatat(dir, name, &now, AT_SYMLINK_NOFOLLOW)) == 0)
+    if (!v->aino || (pin < 0 && !name)) return; /* no pin: its ctime moves, the copy answers alone */
+    if ((pin >= 0 ? fstat(pin, &now) : fstatat(dir, name, &now, AT_SYMLINK_NOFOLLOW)) == 0)
         cv_alias_relinked(r, v->adev, v->aino, &now);
 }
 
