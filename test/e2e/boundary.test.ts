@@ -6,11 +6,12 @@
 // or memory and a second process flipping the filesystem; the guard proves the fixture tree
 // and $HOME unchanged after each test.
 import assert from "node:assert/strict";
-import { spawn, type ChildProcess } from "node:child_process";
-import { mkdirSync, symlinkSync, writeFileSync } from "node:fs";
+import { spawn, spawnSync, type ChildProcess } from "node:child_process";
+import { mkdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import net from "node:net";
 import path from "node:path";
 import { flipper, prober, RACE_ROUNDS, RACE_TIMEOUT, sleeper } from "../helpers/cc.js";
+import { HELLO_TEXT } from "../helpers/fixture.js";
 import { gtest } from "../helpers/guard.js";
 import {
   cvisor,
@@ -173,6 +174,74 @@ gtest(
     const s = flipped(out, "host-lockcheck");
     assert.equal(s.bad, 0, `the host file was locked by a guest:\n${out}`);
     assert.ok(s.ok > 10, out);
+  },
+  { timeout: RACE_TIMEOUT },
+);
+
+// ---- a hard link of a host file (overlay/alias.c) -------------------------------------------
+
+// A link of a host file stands for that file until it changes, and a read-only open of it is an
+// open of the host file itself (so fstat agrees with stat). Everything the guest can do through
+// that fd must land on the sandbox's copy or be refused as it would be for any read-only fd:
+// write, truncate, a writable shared mapping, a write reopen through /proc/self/fd, chmod, times,
+// xattrs, and locks (a host process can still lock the file).
+const ALIAS_PY = String.raw`
+import errno, fcntl, mmap, os, time
+os.link("hello.txt", "alias")
+fd = os.open("alias", os.O_RDONLY)
+def t(name, f):
+    try:
+        f()
+        print(name, "ok")
+    except OSError as e:
+        print(name, errno.errorcode[e.errno])
+t("write", lambda: os.write(fd, b"x"))
+t("mmap", lambda: mmap.mmap(fd, 0, mmap.MAP_SHARED, mmap.PROT_WRITE))
+fcntl.flock(fd, fcntl.LOCK_EX)
+time.sleep(2)
+fcntl.flock(fd, fcntl.LOCK_UN)
+w = os.open("/proc/self/fd/%d" % fd, os.O_WRONLY | os.O_APPEND)
+os.write(w, b"through the fd\n")
+t("fchmod", lambda: os.fchmod(fd, 0o777))
+t("utime", lambda: os.utime(fd, (1, 1)))
+t("xattr", lambda: os.setxattr(fd, "user.attack", b"1"))
+print(open("alias").read(), end="")
+`;
+
+gtest(
+  "a hard link of a host file: nothing done through its read-only fd reaches the host file",
+  async (fx) => {
+    const host = fx.p("hello.txt");
+    const before = statSync(host);
+    const checker = hostLockCheck(host, 6);
+    const r = await cvisor(["-C", fx.root], ["python3", "-c", ALIAS_PY]);
+    const out = await checker;
+    assert.equal(r.code, 0, show(r));
+    assert.deepEqual(r.out.split("\n").slice(0, 2), ["write EBADF", "mmap EACCES"], show(r));
+    assert.match(r.out, /^fchmod ok\nutime ok\nxattr ok\nhello from the host\nthrough the fd\n$/m);
+    const s = flipped(out, "host-lockcheck");
+    assert.equal(s.bad, 0, `the host file was locked by a guest:\n${out}`);
+    assert.ok(s.ok > 10, out);
+    const after = statSync(host);
+    assert.equal(readFileSync(host, "utf8"), HELLO_TEXT);
+    assert.deepEqual(
+      [after.mode, after.mtimeMs, after.ino, after.nlink],
+      [before.mode, before.mtimeMs, before.ino, before.nlink],
+    );
+    const xattr = spawnSync(
+      "python3",
+      [
+        "-c",
+        "import errno, os, sys\ntry: os.getxattr(sys.argv[1], 'user.attack'); print('SET')\nexcept OSError as e: print(errno.errorcode[e.errno])",
+        host,
+      ],
+      { encoding: "utf8" },
+    );
+    assert.equal(
+      xattr.stdout,
+      "ENODATA\n",
+      `the host file's user.attack xattr: ${xattr.stdout}${xattr.stderr}`,
+    );
   },
   { timeout: RACE_TIMEOUT },
 );
