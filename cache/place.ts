@@ -1,7 +1,7 @@
 // Where a restored tree goes. A restore never extracts over the destination: it extracts into a
 // temporary directory on the destination's filesystem, and only when the archive was whole,
-// verified and safe does it swap that directory in for the destination (renames: the old
-// directory is moved aside, the new one moved in, the old one removed). So the destination is
+// verified and safe does it swap that directory in for the destination (one RENAME_EXCHANGE, so
+// there is no moment without either; then the old one is removed). So the destination is
 // replaced, not merged into: after `cache restore K dir`, dir holds exactly what the entry held
 // (actions/cache extracts over and leaves stale files; a build cache with stale files is a
 // poisoned one). A failed restore leaves the destination as it was.
@@ -17,7 +17,6 @@ import {
   mkdirSync,
   realpathSync,
   renameSync,
-  unlinkSync,
   utimesSync,
   writeFileSync,
 } from "node:fs";
@@ -27,10 +26,12 @@ import { cvisorHome } from "../src/paths.js";
 import { upperDirOf } from "../src/sandbox/copy-in.js";
 import { OPAQUE_MARKER, WHITEOUT_PREFIX } from "../src/sandbox/layer-names.js";
 import { fileTimes } from "../src/sandbox/copy-tree.js";
-import { at, errCode, lstatAt } from "../src/sandbox/fd-path.js";
+import { at, errCode } from "../src/sandbox/fd-path.js";
 import { ownerRecord, removeDeadLeftovers } from "../src/sandbox/ephemeral.js";
 import { removeTree } from "../src/sandbox/remove-tree.js";
-import { tag } from "../src/sandbox/store.js";
+import { crashAt } from "../src/sandbox/crash-at.js";
+import { removeWhiteoutAt, UPPER_RESTORE_STAGING } from "../src/sandbox/upper-staging.js";
+import { renameExchange } from "../src/core/native.js";
 import { MergedView, ViewError, type ViewDir } from "../src/sandbox/view.js";
 import { makeDirs } from "../src/sandbox/make-dirs.js";
 
@@ -106,6 +107,23 @@ export function hostDestination(path: string): string {
   return dst;
 }
 
+/**
+ * Puts the directory tmp at dst, replacing what is there in one step (RENAME_EXCHANGE: there is
+ * no moment without either); the old one, now at tmp, is removed after. Killed in between, tmp
+ * (named by its owner record) holds the old one and the next restore or run removes it.
+ */
+function swapIn(tmp: string, dst: string): void {
+  try {
+    renameExchange(tmp, dst);
+  } catch (err) {
+    if (errCode(err) !== "ENOENT") throw err;
+    renameSync(tmp, dst); // nothing there to replace
+    return;
+  }
+  crashAt("restore:swapped");
+  removeTree(tmp);
+}
+
 /** Prepares a restore into the host directory dst (hostDestination's answer for `path`). */
 export function stageHost(dst: string, path: string): Staging {
   const there = lstatSync(dst, { throwIfNoEntry: false });
@@ -119,21 +137,7 @@ export function stageHost(dst: string, path: string): Staging {
   return {
     tmp,
     commit() {
-      const old = `${dirname(dst)}/.cvisor-old~${tag()}`;
-      let moved = false;
-      try {
-        renameSync(dst, old);
-        moved = true;
-      } catch (err) {
-        if (errCode(err) !== "ENOENT") throw err;
-      }
-      try {
-        renameSync(tmp, dst);
-      } catch (err) {
-        if (moved) renameSync(old, dst);
-        throw err;
-      }
-      if (moved) removeTree(old);
+      swapIn(tmp, dst);
     },
     abort() {
       removeTree(tmp);
@@ -175,8 +179,8 @@ export function stageSandbox(
     throw err;
   }
   makeDirs(layer.work, 0o700);
-  removeDeadLeftovers(layer.work, "cache~");
-  const tmp = `${layer.work}/cache~${ownerRecord()}`;
+  removeDeadLeftovers(layer.work, UPPER_RESTORE_STAGING);
+  const tmp = `${layer.work}/${UPPER_RESTORE_STAGING}${ownerRecord()}`;
   mkdirSync(tmp, { mode: 0o700 });
   return {
     tmp,
@@ -191,24 +195,8 @@ export function stageSandbox(
           utimesSync(tmp, ...fileTimes(st));
         }
         const parentFd = upperDirOf(view, parent, layer.work);
-        let old: string | undefined;
-        if (lstatAt(parentFd, name) !== undefined) {
-          old = `${layer.work}/cache-old~${tag()}`;
-          renameSync(at(parentFd, name), old);
-        }
-        try {
-          renameSync(tmp, at(parentFd, name));
-        } catch (err) {
-          if (old !== undefined) renameSync(old, at(parentFd, name));
-          throw err;
-        }
-        try {
-          unlinkSync(at(parentFd, `${WHITEOUT_PREFIX}${name}`));
-        } catch (err) {
-          const c = errCode(err);
-          if (c !== "ENOENT" && c !== "ENAMETOOLONG") throw err;
-        }
-        if (old !== undefined) removeTree(old);
+        swapIn(tmp, at(parentFd, name));
+        removeWhiteoutAt(parentFd, name);
       } finally {
         view.dispose();
       }

@@ -19,6 +19,7 @@ import {
   writeFileSync,
 } from "node:fs";
 import { writeStderr } from "../src/core/stderr.js";
+import { crashAt as crashAtStep } from "../src/sandbox/crash-at.js";
 import { CvisorError } from "../src/core/errors.js";
 import { ownerRecord, ownerRecordAlive } from "../src/sandbox/ephemeral.js";
 import { removeTree } from "../src/sandbox/remove-tree.js";
@@ -54,7 +55,7 @@ export type CrashStep = (typeof CRASH_STEPS)[number];
 
 /** SIGKILLs this process when CVISOR_TEST_CRASH_AT names this step (tests only). */
 export function crashAt(step: CrashStep): void {
-  if (process.env.CVISOR_TEST_CRASH_AT === step) process.kill(process.pid, "SIGKILL");
+  crashAtStep(step);
 }
 
 export type JournalOp = "snapshot" | "rollback" | "branch";

@@ -11,6 +11,7 @@ import { fileURLToPath } from "node:url";
 import { CvisorError } from "../src/core/errors.js";
 import { ownerRecord, ownerRecordAlive } from "../src/sandbox/ephemeral.js";
 import { diskUsage, liveRuns } from "../src/sandbox/manage.js";
+import { settleUpper } from "../src/sandbox/upper-staging.js";
 import { removeTree } from "../src/sandbox/remove-tree.js";
 import {
   placeSandboxDir,
@@ -158,6 +159,7 @@ export async function snapshot(
     try {
       crashAt("snapshot:journal");
       refuseIfRunning(dir, name, "snapshot");
+      settleUpper({ upper: `${dir}/upper`, work: `${dir}/work` }); // a killed cp's, into this upper
       if (squash && squashFn) {
         const sq = `${base}/${squash.tmp}`;
         mkdirSync(sq, { mode: 0o700 });
@@ -309,6 +311,7 @@ function reset(name: string, id: string, op: JournalOp, opts: OpOptions): ResetR
     try {
       crashAt("reset:journal");
       refuseIfRunning(dir, name, op);
+      settleUpper({ upper: `${dir}/upper`, work: `${dir}/work` }); // before, not into, the fresh upper
       mkdirSync(`${dir}/${j.tmp}`, { mode: 0o700 });
       crashAt("reset:upper-made");
       try {

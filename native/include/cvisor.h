@@ -29,7 +29,7 @@
 extern "C" {
 #endif
 
-#define CV_ABI_VERSION 3
+#define CV_ABI_VERSION 4
 
 #define CV_API __attribute__((visibility("default")))
 
@@ -143,6 +143,9 @@ CV_API void cv_run_free(cv_run *r);
 CV_API int cv_pipe(int fds[2]);
 /* close(2), for callers without one. */
 CV_API int cv_close(int fd);
+/* renameat2(RENAME_EXCHANGE): swaps two paths at once (a directory replaced with no moment
+ * where neither is there); -errno on failure. */
+CV_API int cv_rename_exchange(const char *a, const char *b);
 /* isatty(3), for callers that would otherwise load a terminal module to ask. */
 CV_API int cv_isatty(int fd);
 

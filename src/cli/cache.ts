@@ -12,10 +12,8 @@ import { saveCache, type CacheSource } from "../../cache/save.js";
 import { CvisorError } from "../core/errors.js";
 import { defaultHiddenPaths } from "../paths.js";
 import type { Skipped } from "../sandbox/copy-tree.js";
-import { sandboxLowers } from "../sandbox/lowers.js";
-import { openNamed } from "../sandbox/store.js";
+import { useNamed, type SandboxInUse } from "../sandbox/store.js";
 import { targetSandbox } from "./commands.js";
-import { existingSandbox } from "./diff.js";
 import { writeStderr } from "./errors.js";
 import { EXIT_CACHE_MISS, EXIT_OK } from "./exit-codes.js";
 import { humanBytes, humanTime, ignoredNote, writeTable } from "./human.js";
@@ -99,16 +97,17 @@ export async function cache(plan: StoreCommandPlan): Promise<number> {
       }
       const t = target(path);
       let source: CacheSource;
+      let inUse: SandboxInUse | undefined;
       if (t.kind === "host") {
         source = t;
       } else {
-        const dir = existingSandbox(targetSandbox(plan));
+        inUse = useNamed(targetSandbox(plan), false);
         source = {
           kind: "sb",
-          upper: `${dir}/upper`,
+          upper: inUse.named.upper,
           vpath: t.vpath,
           hidden: defaultHiddenPaths(process.env),
-          lowers: sandboxLowers({ dir }),
+          lowers: inUse.lowers,
         };
       }
       const progress = new Progress("cache save:", !json && isatty(2));
@@ -124,6 +123,7 @@ export async function cache(plan: StoreCommandPlan): Promise<number> {
         });
       } finally {
         progress.clear();
+        inUse?.release();
       }
       if (!result.saved) {
         writeStderr(
@@ -166,17 +166,18 @@ export async function cache(plan: StoreCommandPlan): Promise<number> {
       const t = target(path);
       const restoreKeys = Array.isArray(o.restoreKey) ? o.restoreKey : [];
       let dest: RestoreTarget;
+      let inUse: SandboxInUse | undefined;
       if (t.kind === "host") {
         dest = t;
       } else {
         validateKey(key); // before the sandbox is made
-        const sb = openNamed(targetSandbox(plan));
+        inUse = useNamed(targetSandbox(plan), true);
         dest = {
           kind: "sb",
-          layer: { upper: sb.upper, work: sb.work },
+          layer: { upper: inUse.named.upper, work: inUse.named.work },
           vpath: t.vpath,
           hidden: defaultHiddenPaths(process.env),
-          lowers: sandboxLowers(sb),
+          lowers: inUse.lowers,
         };
       }
       const progress = new Progress("cache restore:", !json && isatty(2));
@@ -190,6 +191,7 @@ export async function cache(plan: StoreCommandPlan): Promise<number> {
         });
       } finally {
         progress.clear();
+        inUse?.release();
       }
       if (result.hit === "miss" || result.entry === undefined) {
         const keys = restoreKeys.length > 0 ? " nor for the restore keys" : "";

@@ -11,10 +11,8 @@ import { defaultHiddenPaths } from "../paths.js";
 import { checkHostSources, copyIn } from "../sandbox/copy-in.js";
 import { copyOut } from "../sandbox/copy-out.js";
 import type { CopyReport, Skipped } from "../sandbox/copy-tree.js";
-import { sandboxLowers } from "../sandbox/lowers.js";
-import { openNamed } from "../sandbox/store.js";
+import { useNamed } from "../sandbox/store.js";
 import { targetSandbox } from "./commands.js";
-import { existingSandbox } from "./diff.js";
 import { writeStderr } from "./errors.js";
 import { EXIT_OK } from "./exit-codes.js";
 import type { StoreCommandPlan } from "./plan.js";
@@ -100,7 +98,7 @@ class Progress {
   }
 }
 
-export function cp(plan: StoreCommandPlan): Promise<number> {
+export async function cp(plan: StoreCommandPlan): Promise<number> {
   const ops = cpOperands(plan.operands);
   const name = targetSandbox(plan);
   const progress = new Progress(!plan.json && isatty(2));
@@ -115,16 +113,15 @@ export function cp(plan: StoreCommandPlan): Promise<number> {
   };
   let report: CopyReport;
   try {
-    if (ops.direction === "in") {
-      checkHostSources(ops.sources); // before the sandbox is made
-      const named = openNamed(name);
-      report = copyIn(named, ops.sources, ops.dst, { ...opts, lowers: sandboxLowers(named) });
-    } else {
-      const dir = existingSandbox(name);
-      report = copyOut(`${dir}/upper`, ops.sources, ops.dst, {
-        ...opts,
-        lowers: sandboxLowers({ dir }),
-      });
+    if (ops.direction === "in") checkHostSources(ops.sources); // before the sandbox is made
+    const sb = useNamed(name, ops.direction === "in");
+    try {
+      report =
+        ops.direction === "in"
+          ? await copyIn(sb.named, ops.sources, ops.dst, { ...opts, lowers: sb.lowers })
+          : await copyOut(sb.named.upper, ops.sources, ops.dst, { ...opts, lowers: sb.lowers });
+    } finally {
+      sb.release();
     }
   } catch (err) {
     progress.clear();
@@ -143,5 +140,5 @@ export function cp(plan: StoreCommandPlan): Promise<number> {
   } else if (report.ignored > 0) {
     writeStderr(`cvisor: cp: ${ignoredNote(report.ignored, "copies")}\n`);
   }
-  return Promise.resolve(EXIT_OK);
+  return EXIT_OK;
 }

@@ -7,7 +7,7 @@ import type * as Koffi from "koffi";
 import { CvisorError, cvErrorName, CV_ERROR } from "./errors.js";
 
 /** CV_ABI_VERSION of the header this binding was written against. */
-export const ABI_VERSION = 3;
+export const ABI_VERSION = 4;
 
 /** enum cv_run_state: how a run ended. */
 export const RUN_STATE = { EXITED: 1, SIGNALED: 2, EXEC_FAILED: 3, FAILED: 4 } as const;
@@ -101,6 +101,7 @@ interface Binding {
   waitForwarding: Fn<[Ptr, number], number>;
   pipe: Fn<[Int32Array], number>;
   close: Fn<[number], number>;
+  renameExchange: Fn<[string, string], number>;
   isatty: Fn<[number], number>;
   probe: Fn<[string, Record<string, unknown>], number>;
   strerror: Fn<[number], string | null>;
@@ -317,6 +318,7 @@ const PROTOTYPES: Record<keyof Binding, string> = {
   waitForwarding: "int cv_run_wait_forwarding(cv_run *r, int interactive)",
   pipe: "int cv_pipe(_Out_ int *fds)",
   close: "int cv_close(int fd)",
+  renameExchange: "int cv_rename_exchange(const char *a, const char *b)",
   isatty: "int cv_isatty(int fd)",
   probe: "int cv_probe(const char *helper_path, _Out_ cv_probe_result *out)",
   strerror: "const char *cv_strerror(int err)",
@@ -596,6 +598,17 @@ export function pipe(): [number, number] {
 /** cv_close: close(2) for an fd no Node object owns. */
 export function close(fd: number): void {
   check(lib().close(fd), `cannot close fd ${fd}`);
+}
+
+/**
+ * cv_rename_exchange: swaps the objects at paths a and b at once (Node has no renameat2).
+ * Throws an Error with the errno's `code` (ENOENT, EXDEV, ...), as node:fs does.
+ */
+export function renameExchange(a: string, b: string): void {
+  const rc = lib().renameExchange(a, b);
+  if (rc === 0) return;
+  const code = Object.entries(osConstants.errno).find(([, n]) => n === -rc)?.[0] ?? cvErrorName(rc);
+  throw Object.assign(new Error(`${code}: cannot exchange '${a}' and '${b}'`), { code });
 }
 
 /** cv_isatty: isatty(3), without loading node:tty to ask. */

@@ -55,6 +55,7 @@ import {
 import {
   at,
   listDirNames,
+  openDirPath,
   errCode,
   identity,
   lstatAt,
@@ -63,6 +64,15 @@ import {
 } from "./fd-path.js";
 import { IgnoreRules } from "./ignore-rules.js";
 import { removeTree } from "./remove-tree.js";
+import { ownerRecord } from "./ephemeral.js";
+import { cleanedUpOnSignal } from "./interrupt.js";
+import { StagedDest, type StagedDir, type Stager } from "./staged-dest.js";
+import {
+  removeWhiteoutAt,
+  settleUpper,
+  UPPER_DIR_STAGING,
+  UPPER_STAGING,
+} from "./upper-staging.js";
 import { MergedView, ViewError, type ViewDir, type ViewOptions } from "./view.js";
 
 /**
@@ -88,7 +98,7 @@ export function upperDirOf(view: MergedView, dir: ViewDir, work: string): number
   if (dir.upperFd !== undefined) return dir.upperFd;
   if (dir.parent === undefined) throw new CvisorError("the sandbox has no upper layer", "ESTORE");
   const parentFd = upperDirOf(view, dir.parent, work);
-  const tmp = `${work}/dir~${tag()}`;
+  const tmp = `${work}/${UPPER_DIR_STAGING}${ownerRecord()}`;
   mkdirSync(tmp, { mode: 0o700 });
   try {
     chmodSync(tmp, dir.st.mode & 0o7777);
@@ -134,10 +144,6 @@ export function checkHostSources(texts: readonly string[]): HostSource[] {
     }
     return { spec, entry: { name: basename(path), shown: path, st, path, top: true } };
   });
-}
-
-function tag(): string {
-  return `${process.pid.toString(36)}${Math.random().toString(36).slice(2, 10)}`;
 }
 
 class HostTree implements TreeSource<string> {
@@ -188,12 +194,13 @@ class HostTree implements TreeSource<string> {
   }
 }
 
-/** The sandbox's upper layer as a copy's destination; directories are directories of the view. */
+/**
+ * The sandbox's upper layer as a copy's destination: directories are directories of the view.
+ * Wrapped in a StagedDest, it only ever writes into this copy's own staging directory (in work/,
+ * where no run looks); the live directories of the view are only looked up and opened.
+ */
 class UpperTree implements TreeDest<ViewDir> {
-  constructor(
-    private readonly view: MergedView,
-    private readonly work: string,
-  ) {}
+  constructor(private readonly view: MergedView) {}
 
   lookup(dir: ViewDir, name: string): Stats | undefined {
     return this.view.lookup(dir, name)?.st;
@@ -205,75 +212,39 @@ class UpperTree implements TreeDest<ViewDir> {
       : undefined;
   }
 
-  /** The upper directory of dir, made (with the mode and times it shows) if missing. */
-  private upperOf(dir: ViewDir): number {
-    return upperDirOf(this.view, dir, this.work);
+  /** NAME in a staged directory, cleared for a new object (a second source of that name). */
+  private fresh(dir: ViewDir, name: string): string {
+    const fd = upperFdOf(dir);
+    if (lstatAt(fd, name) !== undefined) unlinkSync(at(fd, name));
+    return at(fd, name);
   }
 
-  /** Renames the finished object tmp (in work/) to NAME in dir's upper directory. */
-  private place(dir: ViewDir, name: string, tmp: string): void {
+  async writeFile(
+    dir: ViewDir,
+    name: string,
+    write: (fd: number) => Promise<void>,
+    st: Stats,
+  ): Promise<void> {
+    const path = this.fresh(dir, name);
+    const fd = openSync(path, "wx", 0o600);
     try {
-      renameSync(tmp, at(this.upperOf(dir), name));
-    } catch (err) {
-      removeTree(tmp);
-      throw err;
-    }
-    this.removeWhiteout(dir, name);
-  }
-
-  /** After NAME was made: its whiteout goes (the new object already hides it meanwhile). */
-  private removeWhiteout(dir: ViewDir, name: string): void {
-    if (dir.upperFd === undefined) return;
-    try {
-      unlinkSync(at(dir.upperFd, `${WHITEOUT_PREFIX}${name}`));
-    } catch (err) {
-      const c = errCode(err);
-      if (c !== "ENOENT" && c !== "ENAMETOOLONG") throw err;
-    }
-  }
-
-  writeFile(dir: ViewDir, name: string, write: (fd: number) => void, st: Stats): void {
-    const tmp = `${this.work}/cp~${tag()}`;
-    const fd = openSync(tmp, "wx", 0o600);
-    try {
-      write(fd);
+      await write(fd);
       fchmodSync(fd, st.mode & 0o7777);
       futimesSync(fd, ...fileTimes(st));
-    } catch (err) {
+    } finally {
       closeSync(fd);
-      unlinkSync(tmp);
-      throw err;
     }
-    closeSync(fd);
-    this.place(dir, name, tmp);
   }
 
   writeSymlink(dir: ViewDir, name: string, target: string, st: Stats): void {
-    const tmp = `${this.work}/cp~${tag()}`;
-    symlinkSync(target, tmp);
-    try {
-      lutimesSync(tmp, ...fileTimes(st));
-    } catch (err) {
-      unlinkSync(tmp);
-      throw err;
-    }
-    this.place(dir, name, tmp);
+    const path = this.fresh(dir, name);
+    symlinkSync(target, path);
+    lutimesSync(path, ...fileTimes(st));
   }
 
   makeDir(dir: ViewDir, name: string): ViewDir {
-    const parentFd = this.upperOf(dir);
-    // A lower layer or the host has a directory here that the guest does not see (whited out,
-    // or hidden): the new one must not let its entries show through.
-    const opaque = this.view.dirBelowUpper(dir, name);
-    const tmp = `${this.work}/cp~${tag()}`;
-    mkdirSync(tmp, { mode: 0o700 });
-    try {
-      if (opaque) writeFileSync(`${tmp}/${OPAQUE_MARKER}`, "", { flag: "wx", mode: 0o600 });
-    } catch (err) {
-      removeTree(tmp);
-      throw err;
-    }
-    this.place(dir, name, tmp);
+    const parentFd = upperFdOf(dir);
+    mkdirSync(at(parentFd, name), { mode: 0o700 });
     const made: ViewDir = {
       vpath: dir.vpath === "/" ? `/${name}` : `${dir.vpath}/${name}`,
       name,
@@ -294,9 +265,9 @@ class UpperTree implements TreeDest<ViewDir> {
   }
 
   finishDir(dir: ViewDir, st: Stats): void {
-    if (dir.upperFd === undefined) return;
-    fchmodSync(dir.upperFd, st.mode & 0o7777);
-    futimesSync(dir.upperFd, ...fileTimes(st));
+    const fd = upperFdOf(dir);
+    fchmodSync(fd, st.mode & 0o7777);
+    futimesSync(fd, ...fileTimes(st));
   }
 
   closeDir(dir: ViewDir): void {
@@ -314,22 +285,101 @@ class UpperTree implements TreeDest<ViewDir> {
   }
 }
 
+function upperFdOf(dir: ViewDir): number {
+  if (dir.upperFd === undefined) throw new CvisorError(`sb:${dir.vpath}: not open`, "ECP");
+  return dir.upperFd;
+}
+
+/**
+ * One copy's staging in the sandbox's work/: the directory cp~<owner> holds every object, the
+ * record cp~<owner>.json the renames into the upper (paths from the upper's root).
+ */
+class UpperStager implements Stager<ViewDir> {
+  readonly record: string;
+  private readonly name = `${UPPER_STAGING}${ownerRecord()}`;
+  private root: ViewDir | undefined;
+
+  constructor(
+    private readonly view: MergedView,
+    private readonly work: string,
+  ) {
+    this.record = `${work}/${this.name}.json`;
+  }
+
+  area(live: ViewDir): ViewDir {
+    upperDirOf(this.view, live, this.work); // the directory the object is renamed into
+    if (this.root === undefined) {
+      const path = `${this.work}/${this.name}`;
+      mkdirSync(path, { mode: 0o700 });
+      const root: ViewDir = {
+        vpath: "/",
+        name: "",
+        parent: undefined,
+        upperFd: undefined,
+        lowers: [],
+        host: undefined,
+        st: lstatSync(path),
+      };
+      this.view.adopt(root, openDirPath(path));
+      this.root = root;
+    }
+    return this.root;
+  }
+
+  fd(dir: ViewDir): number {
+    return upperFdOf(dir);
+  }
+
+  livePath(live: ViewDir): string {
+    return live.vpath.slice(1);
+  }
+
+  objPath(_area: ViewDir, obj: string): string {
+    return `${this.name}/${obj}`;
+  }
+
+  areas(): string[] {
+    return this.root ? [this.name] : [];
+  }
+
+  prepareDir(live: ViewDir, name: string, staged: ViewDir): void {
+    // A lower layer or the host has a directory here that the guest does not see (whited out,
+    // or hidden): the new one must not let its entries show through.
+    if (this.view.dirBelowUpper(live, name)) {
+      writeFileSync(at(upperFdOf(staged), OPAQUE_MARKER), "", { flag: "wx", mode: 0o600 });
+    }
+  }
+
+  placed(liveFd: number, name: string): void {
+    removeWhiteoutAt(liveFd, name);
+  }
+
+  discard(): void {
+    if (this.root) this.view.close(this.root);
+    removeTree(`${this.work}/${this.name}`);
+    removeTree(`${this.record}.tmp`);
+  }
+}
+
 /**
  * Copies host sources (paths as the user wrote them: a trailing `/.` copies a directory's
  * contents) to the virtual path dst of the sandbox whose layer is upper (and work/ beside it),
- * by docker cp's rules. Throws CvisorError (nothing copied) when the operands do not fit, or
- * when copying fails part way (what was copied stays: each object whole).
+ * by docker cp's rules. All or nothing (./staged-dest.ts): throws CvisorError with nothing
+ * copied when the operands do not fit or copying fails part way; SIGINT, SIGTERM or SIGHUP
+ * during the copy removes what was staged and ends the process as the signal would.
  */
-export function copyIn(
+export async function copyIn(
   layer: { upper: string; work: string },
   sources: readonly string[],
   dst: string,
   opts: CopyInOptions = {},
-): CopyReport {
+): Promise<CopyReport> {
   const srcs = checkHostSources(sources);
+  settleUpper(layer);
   const view = new MergedView(layer.upper, opts);
+  const stager = new UpperStager(view, layer.work);
+  const upper = new StagedDest(new UpperTree(view), stager);
   try {
-    const upper = new UpperTree(view, layer.work);
     const host = new HostTree(opts.hidden ?? []);
     const copier = new TreeCopier(host, upper, opts);
     let target;
@@ -350,26 +400,34 @@ export function copyIn(
       throw new CvisorError(`sb:${dst}: names starting with .wh. are reserved`, "EUSAGE");
     }
     const none = IgnoreRules.none();
-    let dstDir: ViewDir | undefined;
+    const parentDir = upper.live(target.parent);
+    let dstDir: StagedDir<ViewDir> | undefined;
     if (state === "dir" && target.entry) {
-      dstDir = view.openDir(target.parent, target.entry);
+      dstDir = upper.live(view.openDir(target.parent, target.entry));
       copier.noteDest(dstDir);
     }
-    for (const s of plans) {
-      const parent = dirname(s.entry.path);
-      if (s.kind === "into" && dstDir) {
-        copier.copyEntry(parent, s.entry, dstDir, s.entry.name, none, "");
-      } else if (dstDir) {
-        // SRC/. into an existing directory: the contents, merged.
-        const srcDir = host.openDir(parent, s.entry);
-        copier.copyContents(srcDir, dstDir, none, "");
-        copier.report.dirs++;
-      } else {
-        copier.copyEntry(parent, s.entry, target.parent, target.name, none, "");
-      }
-    }
+    await cleanedUpOnSignal(
+      () => upper.discard(),
+      async () => {
+        for (const s of plans) {
+          const parent = dirname(s.entry.path);
+          if (s.kind === "into" && dstDir) {
+            await copier.copyEntry(parent, s.entry, dstDir, s.entry.name, none, "");
+          } else if (dstDir) {
+            // SRC/. into an existing directory: the contents, merged.
+            const srcDir = host.openDir(parent, s.entry);
+            await copier.copyContents(srcDir, dstDir, none, "");
+            copier.report.dirs++;
+          } else {
+            await copier.copyEntry(parent, s.entry, parentDir, target.name, none, "");
+          }
+        }
+        upper.publish();
+      },
+    );
     return copier.report;
   } finally {
+    upper.discard();
     view.dispose();
   }
 }

@@ -21,7 +21,7 @@ import {
   lutimesSync,
   mkdirSync,
   openSync,
-  renameSync,
+  readFileSync,
   statSync,
   symlinkSync,
   unlinkSync,
@@ -43,7 +43,11 @@ import {
   type TreeSource,
 } from "./copy-tree.js";
 import { at, closeQuietly, errCode, identity, lstatAt, openDirAt, openDirPath } from "./fd-path.js";
+import { ownerRecord, removeDeadLeftovers } from "./ephemeral.js";
 import { IgnoreRules } from "./ignore-rules.js";
+import { cleanedUpOnSignal } from "./interrupt.js";
+import { removeTree } from "./remove-tree.js";
+import { settleStaged, StagedDest, type Stager } from "./staged-dest.js";
 import {
   MergedView,
   ViewError,
@@ -97,63 +101,46 @@ class ViewTree implements TreeSource<ViewDir> {
   }
 }
 
-/** A host directory below the destination, held open. */
+/** A host directory below the destination, held open (-1 once closed). */
 interface HostDir {
   fd: number;
   /** Its host path, for messages. */
   path: string;
 }
 
-function tag(): string {
-  return `${process.pid.toString(36)}${Math.random().toString(36).slice(2, 10)}`;
-}
-
+/** Written only inside this copy's staging directories (a StagedDest wraps it). */
 class HostDest implements TreeDest<HostDir> {
   lookup(dir: HostDir, name: string): Stats | undefined {
     return lstatAt(dir.fd, name);
   }
 
-  /** Renames the finished temp object over NAME (a symlink there is replaced, not followed). */
-  private place(dir: HostDir, tmp: string, name: string): void {
-    try {
-      renameSync(at(dir.fd, tmp), at(dir.fd, name));
-    } catch (err) {
-      try {
-        unlinkSync(at(dir.fd, tmp));
-      } catch {
-        // Already gone.
-      }
-      throw err;
-    }
+  /** NAME in a staged directory, cleared for a new object (a second source of that name). */
+  private fresh(dir: HostDir, name: string): string {
+    if (lstatAt(dir.fd, name) !== undefined) unlinkSync(at(dir.fd, name));
+    return at(dir.fd, name);
   }
 
-  writeFile(dir: HostDir, name: string, write: (fd: number) => void, st: Stats): void {
-    const tmp = `.cvisor-cp~${tag()}`;
+  async writeFile(
+    dir: HostDir,
+    name: string,
+    write: (fd: number) => Promise<void>,
+    st: Stats,
+  ): Promise<void> {
     // O_CREAT|O_EXCL: a new file, never an existing one or a symlink's target.
-    const fd = openSync(at(dir.fd, tmp), "wx", 0o600);
+    const fd = openSync(this.fresh(dir, name), "wx", 0o600);
     try {
-      write(fd);
+      await write(fd);
       fchmodSync(fd, st.mode & 0o1777); // no setuid, no setgid
       futimesSync(fd, ...fileTimes(st));
-    } catch (err) {
+    } finally {
       closeSync(fd);
-      unlinkSync(at(dir.fd, tmp));
-      throw err;
     }
-    closeSync(fd);
-    this.place(dir, tmp, name);
   }
 
   writeSymlink(dir: HostDir, name: string, target: string, st: Stats): void {
-    const tmp = `.cvisor-cp~${tag()}`;
-    symlinkSync(target, at(dir.fd, tmp));
-    try {
-      lutimesSync(at(dir.fd, tmp), ...fileTimes(st));
-    } catch (err) {
-      unlinkSync(at(dir.fd, tmp));
-      throw err;
-    }
-    this.place(dir, tmp, name);
+    const path = this.fresh(dir, name);
+    symlinkSync(target, path);
+    lutimesSync(path, ...fileTimes(st));
   }
 
   makeDir(dir: HostDir, name: string): HostDir {
@@ -172,6 +159,7 @@ class HostDest implements TreeDest<HostDir> {
 
   closeDir(dir: HostDir): void {
     closeQuietly(dir.fd);
+    dir.fd = -1; // closing twice closes nothing
   }
 
   identity(dir: HostDir): string {
@@ -181,6 +169,76 @@ class HostDest implements TreeDest<HostDir> {
   shown(dir: HostDir, name?: string): string {
     if (name === undefined) return dir.path;
     return dir.path === "/" ? `/${name}` : `${dir.path}/${name}`;
+  }
+}
+
+/** Prefix of a copy's staging directories and record on the host. */
+const STAGING = ".cvisor-cp~";
+
+/** The mount a directory is on (renames cannot cross one). */
+function mountOf(fd: number): string {
+  return /^mnt_id:\s*(\d+)/m.exec(readFileSync(`/proc/self/fdinfo/${fd}`, "utf8"))?.[1] ?? "";
+}
+
+/**
+ * One copy's staging next to its destination: a directory .cvisor-cp~<owner> in the directory
+ * the copy lands in (the root), and one more in the first directory below it on another mount
+ * (renames stay on one mount); the record .cvisor-cp~<owner>.json in the root.
+ */
+class HostStager implements Stager<HostDir> {
+  readonly record: string;
+  private readonly name = `${STAGING}${ownerRecord()}`;
+  private readonly byMount = new Map<string, HostDir>();
+  private readonly made: string[] = [];
+  private readonly rootMount: string;
+
+  constructor(private readonly root: HostDir) {
+    this.record = `${root.path === "/" ? "" : root.path}/${this.name}.json`;
+    this.rootMount = mountOf(root.fd);
+  }
+
+  private rel(dir: HostDir): string {
+    if (dir.path === this.root.path) return "";
+    return dir.path.slice(this.root.path === "/" ? 1 : this.root.path.length + 1);
+  }
+
+  area(live: HostDir): HostDir {
+    const mount = mountOf(live.fd);
+    let area = this.byMount.get(mount);
+    if (area === undefined) {
+      const home = mount === this.rootMount ? this.root : live;
+      if (home !== this.root) removeDeadLeftovers(home.path, STAGING);
+      mkdirSync(at(home.fd, this.name), { mode: 0o700 });
+      area = { fd: openDirAt(home.fd, this.name), path: `${home.path}/${this.name}` };
+      this.made.push(this.rel(area));
+      this.byMount.set(mount, area);
+    }
+    return area;
+  }
+
+  fd(dir: HostDir): number {
+    return dir.fd;
+  }
+
+  livePath(live: HostDir): string {
+    return this.rel(live);
+  }
+
+  objPath(area: HostDir, obj: string): string {
+    return `${this.rel(area)}/${obj}`;
+  }
+
+  areas(): string[] {
+    return [...this.made];
+  }
+
+  discard(): void {
+    for (const area of this.byMount.values()) closeQuietly(area.fd);
+    this.byMount.clear();
+    const base = this.root.path === "/" ? "" : this.root.path;
+    for (const rel of this.made) removeTree(`${base}/${rel}`);
+    this.made.length = 0;
+    removeTree(`${this.record}.tmp`);
   }
 }
 
@@ -206,17 +264,20 @@ function resolveSource(view: MergedView, text: string): { spec: SourceSpec; r: R
 /**
  * Copies sandbox sources (virtual paths as the user wrote them, without `sb:`; a trailing `/.`
  * copies a directory's contents) out of the sandbox whose upper layer is `upper` to the host
- * path dst, by docker cp's rules. Throws CvisorError (nothing copied) when the operands do not
- * fit, or when copying fails part way (what was copied stays).
+ * path dst, by docker cp's rules. All or nothing (./staged-dest.ts): throws CvisorError with
+ * nothing copied when the operands do not fit or copying fails part way; SIGINT, SIGTERM or
+ * SIGHUP during the copy removes what was staged and ends the process as the signal would.
  */
-export function copyOut(
+export async function copyOut(
   upper: string,
   sources: readonly string[],
   dst: string,
   opts: CopyOutOptions = {},
-): CopyReport {
+): Promise<CopyReport> {
   const view = new MergedView(upper, opts);
-  const open: number[] = [];
+  const inner = new HostDest();
+  let root: HostDir | undefined;
+  let dest: StagedDest<HostDir> | undefined;
   try {
     const srcs = sources.map((text) => resolveSource(view, text));
     const abs = resolve(dst);
@@ -240,46 +301,50 @@ export function copyOut(
       if ("error" in p) throw new CvisorError(p.error, "EUSAGE");
       return { ...s, kind: p.kind };
     });
-    const dest = new HostDest();
-    const copier = new TreeCopier(new ViewTree(view), dest, opts);
-    const none = IgnoreRules.none();
-    let dstDir: HostDir | undefined;
-    let parentDir: HostDir | undefined;
+    // The directory the copy lands in: the destination, or the one that will hold it.
+    const rootPath = state === "dir" ? abs : dirname(abs);
     try {
-      if (state === "dir") {
-        dstDir = { fd: openDirPath(abs), path: abs };
-        open.push(dstDir.fd);
-        copier.noteDest(dstDir);
-      } else {
-        parentDir = { fd: openDirPath(dirname(abs)), path: dirname(abs) };
-        open.push(parentDir.fd);
-      }
+      root = { fd: openDirPath(rootPath), path: rootPath };
     } catch (err) {
       const c = errCode(err);
       const why = c === "ENOENT" || c === "ENOTDIR" ? "no such directory" : fsErrorText(err);
       throw new CvisorError(`${dirname(abs)}: ${why}`, c ?? "ENOENT", { cause: err });
     }
-    for (const s of plans) {
-      const entry = s.r.entry as ViewEntry;
-      const src = { name: entry.name, shown: `sb:${entry.vpath}`, st: entry.st, entry };
-      if (s.kind === "into" && dstDir) {
-        copier.copyEntry(s.r.parent, src, dstDir, entry.name, none, "");
-      } else if (dstDir) {
-        // SRC/. into an existing directory: the contents, merged.
-        const srcDir = view.openDir(s.r.parent, entry);
-        try {
-          copier.copyContents(srcDir, dstDir, none, "");
-        } finally {
-          view.close(srcDir);
+    settleStaged(rootPath, STAGING, rootPath);
+    const staged = new StagedDest(inner, new HostStager(root));
+    dest = staged;
+    const copier = new TreeCopier(new ViewTree(view), staged, opts);
+    const none = IgnoreRules.none();
+    const top = staged.live(root);
+    if (state === "dir") copier.noteDest(top);
+    await cleanedUpOnSignal(
+      () => staged.discard(),
+      async () => {
+        for (const s of plans) {
+          const entry = s.r.entry as ViewEntry;
+          const src = { name: entry.name, shown: `sb:${entry.vpath}`, st: entry.st, entry };
+          if (s.kind === "into" && state === "dir") {
+            await copier.copyEntry(s.r.parent, src, top, entry.name, none, "");
+          } else if (state === "dir") {
+            // SRC/. into an existing directory: the contents, merged.
+            const srcDir = view.openDir(s.r.parent, entry);
+            try {
+              await copier.copyContents(srcDir, top, none, "");
+            } finally {
+              view.close(srcDir);
+            }
+            copier.report.dirs++;
+          } else {
+            await copier.copyEntry(s.r.parent, src, top, basename(abs), none, "");
+          }
         }
-        copier.report.dirs++;
-      } else if (parentDir) {
-        copier.copyEntry(s.r.parent, src, parentDir, basename(abs), none, "");
-      }
-    }
+        staged.publish();
+      },
+    );
     return copier.report;
   } finally {
-    for (const fd of open) closeQuietly(fd);
+    dest?.discard();
+    if (root) inner.closeDir(root);
     view.dispose();
   }
 }

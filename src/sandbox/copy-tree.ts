@@ -83,7 +83,7 @@ export interface TreeDest<T> {
   /** Why NAME cannot be made here (a reserved name), or undefined. */
   refuseName?(name: string): string | undefined;
   /** Makes (or replaces) the file NAME: write(fd) fills it, then mode and times are set. */
-  writeFile(dir: T, name: string, write: (fd: number) => void, st: Stats): void;
+  writeFile(dir: T, name: string, write: (fd: number) => Promise<void>, st: Stats): Promise<void>;
   /** Makes (or replaces) the symlink NAME -> target, with st's times. */
   writeSymlink(dir: T, name: string, target: string, st: Stats): void;
   /** Makes the new directory NAME (filled next, then finishDir). */
@@ -99,8 +99,11 @@ export interface TreeDest<T> {
   shown(dir: T, name?: string): string;
 }
 
-/** Ignore files bigger than this are not read (their rules do not apply). */
+/** File data is copied this many bytes at a time. */
 const CHUNK = 1 << 20;
+
+/** A copy lets the event loop run this often (ms), so a signal's handler can clean up. */
+const BREATHE_MS = 20;
 
 /** The times to give a copy of an object with these stats (seconds, for futimes/lutimes). */
 export function fileTimes(st: Stats): [number, number] {
@@ -178,6 +181,7 @@ export class TreeCopier<D, T> {
   readonly report = emptyReport();
   private readonly destDirs = new Set<string>();
   private readonly buf = Buffer.allocUnsafe(CHUNK);
+  private lastBreath = Date.now();
 
   constructor(
     private readonly src: TreeSource<D>,
@@ -195,13 +199,29 @@ export class TreeCopier<D, T> {
     this.opts.onProgress?.(this.report);
   }
 
+  /** Yields to the event loop now and then: SIGINT's handler runs between two entries. */
+  private async breathe(): Promise<void> {
+    const now = Date.now();
+    if (now - this.lastBreath < BREATHE_MS) return;
+    await new Promise<void>((done) => setImmediate(done));
+    this.lastBreath = Date.now();
+  }
+
   /** Remembers a destination directory, so the walk never enters it as a source. */
   noteDest(dir: T): void {
     this.destDirs.add(this.dst.identity(dir));
   }
 
   /** Copies the source entry `e` (in srcDir) to NAME in dstDir, recursively. */
-  copyEntry(srcDir: D, e: SourceEntry, dstDir: T, name: string, rules: IgnoreRules, rel: string) {
+  async copyEntry(
+    srcDir: D,
+    e: SourceEntry,
+    dstDir: T,
+    name: string,
+    rules: IgnoreRules,
+    rel: string,
+  ): Promise<void> {
+    await this.breathe();
     const refused = this.src.refuse?.(srcDir, e) ?? this.dst.refuseName?.(name);
     if (refused !== undefined) {
       this.skip(e.shown, refused);
@@ -224,7 +244,7 @@ export class TreeCopier<D, T> {
           return;
         }
         try {
-          this.dst.writeFile(dstDir, name, (out) => this.pump(fd, out), st);
+          await this.dst.writeFile(dstDir, name, (out) => this.pump(fd, out), st);
         } finally {
           closeSync(fd);
         }
@@ -260,7 +280,7 @@ export class TreeCopier<D, T> {
           const child = made ? this.dst.makeDir(dstDir, name) : this.dst.openDir(dstDir, name);
           try {
             this.noteDest(child);
-            this.copyContents(srcChild, child, rules, rel);
+            await this.copyContents(srcChild, child, rules, rel);
             if (made) this.dst.finishDir(child, st);
           } finally {
             this.dst.closeDir(child);
@@ -283,7 +303,7 @@ export class TreeCopier<D, T> {
   }
 
   /** Copies what the source directory holds into the destination directory. */
-  copyContents(srcDir: D, dstDir: T, rules: IgnoreRules, rel: string): void {
+  async copyContents(srcDir: D, dstDir: T, rules: IgnoreRules, rel: string): Promise<void> {
     const shown = this.src.shown(srcDir);
     let listed;
     try {
@@ -301,7 +321,7 @@ export class TreeCopier<D, T> {
           : this.skip(`${shown === "/" ? "" : shown}/${name}`, "permission denied: not copied"),
       ignored: () => this.report.ignored++,
     });
-    for (const v of visits) this.copyEntry(srcDir, v.e, dstDir, v.name, here, v.rel);
+    for (const v of visits) await this.copyEntry(srcDir, v.e, dstDir, v.name, here, v.rel);
   }
 
   private mustNotBeDir(dstDir: T, name: string, what: string): void {
@@ -313,13 +333,14 @@ export class TreeCopier<D, T> {
     }
   }
 
-  private pump(from: number, to: number): void {
+  private async pump(from: number, to: number): Promise<void> {
     for (;;) {
       const n = readSync(from, this.buf, 0, CHUNK, null);
       if (n === 0) return;
       for (let done = 0; done < n;) done += writeSync(to, this.buf, done, n - done);
       this.report.bytes += n;
       this.progress();
+      await this.breathe();
     }
   }
 }

@@ -31,6 +31,7 @@ import {
   type EphemeralSandbox,
 } from "./ephemeral.js";
 import { removeTree } from "./remove-tree.js";
+import { settleUpper } from "./upper-staging.js";
 import { errCode } from "./fd-path.js";
 import { makeDirs } from "./make-dirs.js";
 
@@ -329,6 +330,7 @@ export function openLayer(name?: string, env: NodeJS.ProcessEnv = process.env): 
       if (named.running) rmSync(named.running, { force: true });
       throw err;
     }
+    settleUpper(named);
     // Hidden all the same; if the root cannot be used now, every place it may be is.
     let roots: string[];
     try {
@@ -356,6 +358,45 @@ export function openLayer(name?: string, env: NodeJS.ProcessEnv = process.env): 
     storage: [`${ephemeral.root}/ephemeral`, sandboxesDir(env), layersDir(env)],
     ephemeral,
   };
+}
+
+/** A named sandbox in use by a command that is not a run (cp): release() when done. */
+export interface SandboxInUse {
+  named: NamedSandbox;
+  /** Its snapshot layers' trees, top first. */
+  lowers: string[];
+  release(): void;
+}
+
+/**
+ * Uses the named sandbox (created if missing and `create`, else ENOSANDBOX) as a run does: its
+ * run record keeps snapshots, rollbacks and rm away until release(), an operation a killed
+ * process left is finished first, and so are copies into it.
+ */
+export function useNamed(
+  name: string,
+  create: boolean,
+  env: NodeJS.ProcessEnv = process.env,
+): SandboxInUse {
+  if (
+    !create &&
+    readMeta(`${sandboxesDir(env)}/${validateSandboxName(name)}`, name) === undefined
+  ) {
+    throw new CvisorError(`no sandbox named ${name} (cvisor ls lists them)`, "ENOSANDBOX");
+  }
+  const named = openNamed(name, env);
+  named.running = markRunning(named.dir);
+  const release = (): void => {
+    if (named.running) rmSync(named.running, { force: true });
+  };
+  try {
+    const lowers = namedLowers(named.dir, name, env);
+    settleUpper(named);
+    return { named, lowers, release };
+  } catch (err) {
+    release();
+    throw err;
+  }
 }
 
 /**

@@ -17,6 +17,7 @@ import {
   readlinkSync,
   statSync,
   symlinkSync,
+  unlinkSync,
   utimesSync,
   writeFileSync,
 } from "node:fs";
@@ -466,7 +467,12 @@ gtest("cp out never writes through a symlink already below the destination", asy
     ),
     [],
   );
-  // f was replaced by a file (the link itself), not written through.
+  // The copy failed whole: f is still the link it was.
+  assert.ok(lstatSync(join(s, "dst", "t", "f")).isSymbolicLink());
+  // Without the trap it goes through, and f is replaced by a file (the link), not written through.
+  unlinkSync(join(s, "dst", "t", "trap"));
+  ok(await e.cp([`sb:${s}/t`, "dst"]));
+  assert.equal(readFileSync(join(outside, "canary"), "utf8"), "canary\n");
   assert.ok(lstatSync(join(s, "dst", "t", "f")).isFile());
   assert.equal(readFileSync(join(s, "dst", "t", "f"), "utf8"), "data\n");
   assert.deepEqual(

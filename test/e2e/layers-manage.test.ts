@@ -151,7 +151,7 @@ gtest(
     const R = fx.root;
     const out = join(fx.scratch, "out");
     mkdirSync(out);
-    const rOut = copyOut(c.upper, [`${R}/sub`, `${R}/hello.txt`, `${R}/newdir`], out, {
+    const rOut = await copyOut(c.upper, [`${R}/sub`, `${R}/hello.txt`, `${R}/newdir`], out, {
       lowers: c.lowers,
       host: "",
     });
@@ -162,25 +162,25 @@ gtest(
 
     const src = join(fx.scratch, "src");
     build(src, { "d/y": "y\n", plain: "plain\n" });
-    const cp = (from: string, to: string): void => {
-      copyIn({ upper: c.upper, work: c.work }, [from], to, { lowers: c.lowers });
+    const cp = async (from: string, to: string): Promise<void> => {
+      await copyIn({ upper: c.upper, work: c.work }, [from], to, { lowers: c.lowers });
     };
     // ldir: a directory of layer 1 the upper deleted; a directory copied there must not show x.
-    cp(join(src, "d"), `${R}/ldir`);
+    await cp(join(src, "d"), `${R}/ldir`);
     assert.ok(existsSync(join(c.upper, c.r, "ldir", ".wh..wh..opq")), "opaque");
     assert.ok(!existsSync(join(c.upper, c.r, ".wh.ldir")), "its whiteout removed");
     // lfile: a file of layer 1 the upper deleted; a directory there needs no marker.
-    cp(join(src, "d"), `${R}/lfile`);
+    await cp(join(src, "d"), `${R}/lfile`);
     assert.deepEqual(readdirSync(join(c.upper, c.r, "lfile")), ["y"]);
     // l2made: a file of layer 1 the upper deleted, replaced by a file.
-    cp(join(src, "plain"), `${R}/l2made`);
+    await cp(join(src, "plain"), `${R}/l2made`);
     // Into a directory that exists only in layer 0: its upper twin gets layer 0's mode (and its
     // times, until the copy adds its entry).
-    cp(join(src, "plain"), `${R}/newdir/`);
+    await cp(join(src, "plain"), `${R}/newdir/`);
     const twin = lstatSync(join(c.upper, c.r, "newdir"));
     assert.equal(twin.mode & 0o7777, 0o750);
     // Over a file a lower shows: a directory cannot replace it (docker cp's rule), nothing is made.
-    assert.throws(
+    await assert.rejects(
       () => cp(join(src, "d"), `${R}/keepfile`),
       (e: unknown) => e instanceof CvisorError && /to the file/.test(e.message),
     );

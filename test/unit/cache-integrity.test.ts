@@ -26,6 +26,9 @@ import { saveCache } from "../../cache/save.js";
 import { CvisorError } from "../../src/core/errors.js";
 import { describeTree } from "../helpers/cache-tree.js";
 import { tempRoot } from "../helpers/repo.js";
+// The library entry: it tells the core binding where the package is (a restore swaps directories
+// through the core's renameat2).
+import "../../src/index.js";
 
 interface Setup {
   work: string;

@@ -35,6 +35,9 @@ import { cacheDir } from "../../src/paths.js";
 import { cacheTree, describeTree } from "../helpers/cache-tree.js";
 import { repoRoot, tempRoot } from "../helpers/repo.js";
 import { s3ClientEnv, startS3Server } from "../helpers/s3-server.js";
+// The library entry: it tells the core binding where the package is (a restore swaps directories
+// through the core's renameat2).
+import "../../src/index.js";
 
 const MB = 1 << 20;
 

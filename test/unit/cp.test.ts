@@ -141,7 +141,7 @@ test("merged view: whiteouts, opaque directories, hidden paths, symlinks through
   assert.throws(() => view.resolve("/loop/x", false), { code: "ELOOP" });
 });
 
-test("copy in writes the layer format; copy out reads it back", (t) => {
+test("copy in writes the layer format; copy out reads it back", async (t) => {
   const dir = tempDir(t);
   const host = join(dir, "host");
   const upper = join(dir, "upper");
@@ -152,7 +152,7 @@ test("copy in writes the layer format; copy out reads it back", (t) => {
   const src = join(dir, "src");
   build(src, { gone: "new file", "d/fresh": "fresh", "d/.wh.x": "" });
   const skipped: string[] = [];
-  const rIn = copyIn({ upper, work }, [`${src}/.`], "/h", {
+  const rIn = await copyIn({ upper, work }, [`${src}/.`], "/h", {
     host,
     onSkip: (s) => skipped.push(s.path),
   });
@@ -164,7 +164,7 @@ test("copy in writes the layer format; copy out reads it back", (t) => {
   assert.deepEqual(readdirSync(work), [], "nothing left in work/");
 
   const out = join(dir, "out");
-  const rOut = copyOut(upper, ["/h"], out, { host });
+  const rOut = await copyOut(upper, ["/h"], out, { host });
   assert.deepEqual([rOut.files, rOut.dirs, rOut.skipped.length], [2, 2, 0]);
   assert.deepEqual(readdirSync(out).sort(), ["d", "gone"]);
   assert.deepEqual(readdirSync(join(out, "d")), ["fresh"], "the opaque directory hides d/old");

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "common/util.h"
@@ -459,6 +460,15 @@ CV_API int cv_pipe(int fds[2]) {
 }
 
 CV_API int cv_close(int fd) { return close(fd) < 0 ? -errno : 0; }
+
+#ifndef RENAME_EXCHANGE
+#define RENAME_EXCHANGE (1 << 1)
+#endif
+
+CV_API int cv_rename_exchange(const char *a, const char *b) {
+    if (!a || !b) return CV_ERR_INVALID;
+    return syscall(SYS_renameat2, AT_FDCWD, a, AT_FDCWD, b, RENAME_EXCHANGE) < 0 ? -errno : 0;
+}
 
 CV_API int cv_abi_version(void) { return CV_ABI_VERSION; }
 
