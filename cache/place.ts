@@ -26,14 +26,14 @@ import { cvisorHome } from "../src/paths.js";
 import { upperDirOf } from "../src/sandbox/copy-in.js";
 import { OPAQUE_MARKER, WHITEOUT_PREFIX } from "../src/sandbox/layer-names.js";
 import { fileTimes } from "../src/sandbox/copy-tree.js";
-import { at, errCode } from "../src/sandbox/fd-path.js";
-import { ownerRecord, removeDeadLeftovers } from "../src/sandbox/ephemeral.js";
-import { removeTree } from "../src/sandbox/remove-tree.js";
-import { crashAt } from "../src/sandbox/crash-at.js";
+import { at, errCode } from "../src/store/fd-path.js";
+import { ownerRecord, removeDeadLeftovers } from "../src/store/owner.js";
+import { removeTree } from "../src/store/remove-tree.js";
+import { crashAt } from "../src/store/crash-at.js";
 import { removeWhiteoutAt, UPPER_RESTORE_STAGING } from "../src/sandbox/upper-staging.js";
 import { renameExchange } from "../src/core/native.js";
 import { MergedView, ViewError, type ViewDir } from "../src/sandbox/view.js";
-import { makeDirs } from "../src/sandbox/make-dirs.js";
+import { makeDirs } from "../src/store/make-dirs.js";
 
 /** A destination, checked, and the temporary directory to extract into (made, empty, 0700). */
 export interface Staging {

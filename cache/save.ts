@@ -5,7 +5,7 @@ import { statSync, type Stats } from "node:fs";
 import { Transform, type TransformCallback } from "node:stream";
 import { pack as tarPack } from "tar-stream";
 import { CvisorError } from "../src/core/errors.js";
-import { identity } from "../src/sandbox/fd-path.js";
+import { identity } from "../src/store/fd-path.js";
 import { MergedView, ViewError } from "../src/sandbox/view.js";
 import type { Skipped } from "../src/sandbox/copy-tree.js";
 import { VERSION } from "../src/version.js";

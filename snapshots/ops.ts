@@ -2,17 +2,18 @@
 // O(1) in the sandbox's size: a snapshot renames the upper into a new layer and starts a fresh
 // one; rollback and branch point the sandbox at a snapshot's chain with a fresh upper and leave
 // the old upper to a background reaper. snapshot, rollback and branch onto an existing sandbox
-// go through the sandbox's journal (./journal.ts); a new branch sandbox is built aside and
+// go through the sandbox's journal (../src/store/journal.ts); a new branch sandbox is built aside and
 // renamed into place; snapshots rm renames the layer away first. Every entry a killed process
 // can leave is named after its owner record, so the next command tells leftovers from live work.
 import { spawn } from "node:child_process";
 import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { CvisorError } from "../src/core/errors.js";
-import { ownerRecord, ownerRecordAlive } from "../src/sandbox/ephemeral.js";
-import { diskUsage, liveRuns } from "../src/sandbox/manage.js";
+import { ownerRecord, ownerRecordAlive } from "../src/store/owner.js";
+import { diskUsage } from "../src/sandbox/manage.js";
+import { liveRuns } from "../src/store/runs.js";
 import { settleUpper } from "../src/sandbox/upper-staging.js";
-import { removeTree } from "../src/sandbox/remove-tree.js";
+import { removeTree } from "../src/store/remove-tree.js";
 import {
   placeSandboxDir,
   chainTrees,
@@ -23,7 +24,7 @@ import {
   validateSandboxName,
   writeMeta,
   type SandboxMeta,
-} from "../src/sandbox/store.js";
+} from "../src/store/sandboxes.js";
 import {
   acquireJournal,
   crashAt,
@@ -33,7 +34,7 @@ import {
   settleJournal,
   type Journal,
   type JournalOp,
-} from "./journal.js";
+} from "../src/store/journal.js";
 import {
   layerIds,
   newSnapshotId,
@@ -43,10 +44,10 @@ import {
   validateSnapshotId,
   writeLayerMeta,
   type LayerMeta,
-} from "./layers.js";
+} from "../src/store/layer-meta.js";
 import { squashLayers } from "./squash.js";
-import { errCode } from "../src/sandbox/fd-path.js";
-import { makeDirs } from "../src/sandbox/make-dirs.js";
+import { errCode } from "../src/store/fd-path.js";
+import { makeDirs } from "../src/store/make-dirs.js";
 
 /** squash.ts's squashLayers: merges trees (top first) into out, a directory it creates. */
 export type SquashFn = (trees: readonly string[], out: string) => void;

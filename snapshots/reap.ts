@@ -5,8 +5,8 @@
 // reaper.
 import { renameSync } from "node:fs";
 import { dirname } from "node:path";
-import { ownerRecord } from "../src/sandbox/ephemeral.js";
-import { removeTree } from "../src/sandbox/remove-tree.js";
+import { ownerRecord } from "../src/store/owner.js";
+import { removeTree } from "../src/store/remove-tree.js";
 
 const target = process.argv[2];
 if (target !== undefined) {

@@ -37,9 +37,9 @@ import {
   walkEffective,
   type EffectiveEntry,
 } from "../src/sandbox/effective-layer.js";
-import { closeQuietly, errCode, openFileChecked } from "../src/sandbox/fd-path.js";
+import { closeQuietly, errCode, openFileChecked } from "../src/store/fd-path.js";
 import { OPAQUE_MARKER, WHITEOUT_PREFIX } from "../src/sandbox/layer-names.js";
-import { removeTree } from "../src/sandbox/remove-tree.js";
+import { removeTree } from "../src/store/remove-tree.js";
 
 const { O_RDONLY, O_DIRECTORY, O_NOFOLLOW } = constants;
 

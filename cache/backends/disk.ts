@@ -29,7 +29,7 @@ import {
 import { open } from "node:fs/promises";
 import type { Readable } from "node:stream";
 import { CvisorError } from "../../src/core/errors.js";
-import { errCode } from "../../src/sandbox/fd-path.js";
+import { errCode } from "../../src/store/fd-path.js";
 import {
   CacheDamagedError,
   CacheExistsError,
@@ -39,9 +39,9 @@ import {
   type EntryMeta,
   type NewEntry,
 } from "../backend.js";
-import { deadOwnerRecord, ownerRecord } from "../../src/sandbox/ephemeral.js";
+import { deadOwnerRecord, ownerRecord } from "../../src/store/owner.js";
 import { cleanedUpOnSignal } from "../../src/sandbox/interrupt.js";
-import { makeDirs } from "../../src/sandbox/make-dirs.js";
+import { makeDirs } from "../../src/store/make-dirs.js";
 
 /** tmp/ and trash/ leftovers older than this (a killed save or rm) are removed by the next put. */
 const STALE_MS = 24 * 3600 * 1000;

@@ -13,7 +13,7 @@ import { once } from "node:events";
 import type { Pack } from "tar-stream";
 import { specialKind, walkDir } from "../../src/sandbox/copy-tree.js";
 import type { Skipped, TreeSource } from "../../src/sandbox/copy-tree.js";
-import { errCode, identity, listDirNames, openFileChecked } from "../../src/sandbox/fd-path.js";
+import { errCode, identity, listDirNames, openFileChecked } from "../../src/store/fd-path.js";
 import { IgnoreRules } from "../../src/sandbox/ignore-rules.js";
 import type { MergedView, ViewDir, ViewEntry } from "../../src/sandbox/view.js";
 import type { AnnouncedEntry } from "./estargz.js";

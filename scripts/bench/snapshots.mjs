@@ -41,7 +41,7 @@ export async function benchSnapshots(opts = {}) {
   const roundsFor = (n) => (n > 1000 ? Math.min(rounds, 3) : rounds);
   const log = opts.log ?? ((line) => process.stderr.write(`${line}\n`));
   const ops = await import(pathToFileURL(path.join(REPO, "dist/snapshots/ops.js")).href);
-  const store = await import(pathToFileURL(path.join(REPO, "dist/src/sandbox/store.js")).href);
+  const store = await import(pathToFileURL(path.join(REPO, "dist/src/store/sandboxes.js")).href);
   const base = opts.base ?? process.env.CVISOR_BENCH_DIR ?? "/var/tmp";
   const home = fs.mkdtempSync(path.join(base, "cvisor-bench-snap-"));
   const env = { ...process.env, CVISOR_HOME: home };

@@ -12,7 +12,7 @@ import { saveCache, type CacheSource } from "../../cache/save.js";
 import { CvisorError } from "../core/errors.js";
 import { defaultHiddenPaths } from "../paths.js";
 import type { Skipped } from "../sandbox/copy-tree.js";
-import { useNamed, type SandboxInUse } from "../sandbox/store.js";
+import { useNamed, type SandboxInUse } from "../sandbox/open-layer.js";
 import { targetSandbox } from "./commands.js";
 import { writeStderr } from "./errors.js";
 import { EXIT_CACHE_MISS, EXIT_OK } from "./exit-codes.js";

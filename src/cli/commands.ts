@@ -1,6 +1,6 @@
 // Sandbox management commands (ls, rm, diff, export, cp, snapshot, rollback, branch, snapshots, cache): one module each, loaded only when
 // such a command runs (main.ts imports this lazily, off the run path).
-import { DEFAULT_NAMED_SANDBOX } from "../sandbox/store.js";
+import { DEFAULT_NAMED_SANDBOX } from "../store/sandboxes.js";
 import type { StoreCommandPlan } from "./plan.js";
 
 /** The sandbox a command acts on: --sandbox, else "default" (as cVisor does). */

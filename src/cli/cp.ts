@@ -11,7 +11,7 @@ import { defaultHiddenPaths } from "../paths.js";
 import { checkHostSources, copyIn } from "../sandbox/copy-in.js";
 import { copyOut } from "../sandbox/copy-out.js";
 import type { CopyReport, Skipped } from "../sandbox/copy-tree.js";
-import { useNamed } from "../sandbox/store.js";
+import { useNamed } from "../sandbox/open-layer.js";
 import { targetSandbox } from "./commands.js";
 import { writeStderr } from "./errors.js";
 import { EXIT_OK } from "./exit-codes.js";

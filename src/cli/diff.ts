@@ -5,7 +5,7 @@ import { CvisorError } from "../core/errors.js";
 import { existsSync } from "node:fs";
 import { layerChanges } from "../sandbox/changes.js";
 import { sandboxLowers } from "../sandbox/lowers.js";
-import { readMeta, sandboxesDir } from "../sandbox/store.js";
+import { readMeta, sandboxesDir } from "../store/sandboxes.js";
 import { targetSandbox } from "./commands.js";
 import { EXIT_OK } from "./exit-codes.js";
 import type { StoreCommandPlan } from "./plan.js";

@@ -13,7 +13,7 @@ import {
   type RootOptions,
   type StoreCommandPlan,
 } from "./plan.js";
-import { validateSandboxName } from "../sandbox/store.js";
+import { validateSandboxName } from "../store/sandboxes.js";
 
 export type { DoctorPlan, ErrorPlan, Plan, PrintPlan, RunPlan, StoreCommandPlan } from "./plan.js";
 

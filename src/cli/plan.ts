@@ -2,7 +2,7 @@
 // (commander) parser and the fast path.
 import { CvisorError } from "../core/errors.js";
 import { parseDuration } from "../sandbox/duration.js";
-import { validateSandboxName } from "../sandbox/store.js";
+import { validateSandboxName } from "../store/sandboxes.js";
 import { EXIT_CVISOR } from "./exit-codes.js";
 
 /** Run a command (or the user's shell) in a sandbox. */

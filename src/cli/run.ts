@@ -9,7 +9,7 @@ import { constants as osConstants } from "node:os";
 import * as native from "../core/native.js";
 import { finishRun, runSpec } from "../sandbox/native-run.js";
 import { toRunResult } from "../sandbox/result.js";
-import { closeLayer, openLayer } from "../sandbox/store.js";
+import { closeLayer, openLayer } from "../sandbox/open-layer.js";
 import { CliError, writeStderr } from "./errors.js";
 import { denialHints, EXIT_CVISOR, jsonReport, runMessage } from "./exit-codes.js";
 import type { RunPlan } from "./plan.js";

@@ -61,10 +61,10 @@ import {
   lstatAt,
   openDirAt,
   openFileChecked,
-} from "./fd-path.js";
+} from "../store/fd-path.js";
 import { IgnoreRules } from "./ignore-rules.js";
-import { removeTree } from "./remove-tree.js";
-import { ownerRecord } from "./ephemeral.js";
+import { removeTree } from "../store/remove-tree.js";
+import { ownerRecord } from "../store/owner.js";
 import { cleanedUpOnSignal } from "./interrupt.js";
 import { StagedDest, type StagedDir, type Stager } from "./staged-dest.js";
 import {

@@ -5,7 +5,7 @@
 //    text (absolute, `..`, dangling: as they are), FIFOs, sockets and device nodes are skipped
 //    with a warning, names that are not UTF-8 too;
 //  - below the destination every directory is held by an fd and every name is made relative
-//    to it (./fd-path.ts): directories are opened with O_NOFOLLOW, files are written under a
+//    to it (../store/fd-path.ts): directories are opened with O_NOFOLLOW, files are written under a
 //    temp name made with O_CREAT|O_EXCL and renamed over the name, so a symlink already on the
 //    host below the destination is replaced or refused, never written through;
 //  - setuid and setgid bits are dropped from files (a guest's file must not become a privileged
@@ -42,11 +42,19 @@ import {
   type TreeDest,
   type TreeSource,
 } from "./copy-tree.js";
-import { at, closeQuietly, errCode, identity, lstatAt, openDirAt, openDirPath } from "./fd-path.js";
-import { ownerRecord, removeDeadLeftovers } from "./ephemeral.js";
+import {
+  at,
+  closeQuietly,
+  errCode,
+  identity,
+  lstatAt,
+  openDirAt,
+  openDirPath,
+} from "../store/fd-path.js";
+import { ownerRecord, removeDeadLeftovers } from "../store/owner.js";
 import { IgnoreRules } from "./ignore-rules.js";
 import { cleanedUpOnSignal } from "./interrupt.js";
-import { removeTree } from "./remove-tree.js";
+import { removeTree } from "../store/remove-tree.js";
 import { settleStaged, StagedDest, type Stager } from "./staged-dest.js";
 import {
   MergedView,

@@ -9,7 +9,7 @@
 // written through), a directory where a non-directory goes (or the reverse) is an error.
 import { closeSync, readSync, writeSync, type Stats } from "node:fs";
 import { CvisorError } from "../core/errors.js";
-import { errCode, identity } from "./fd-path.js";
+import { errCode, identity } from "../store/fd-path.js";
 import { enterIgnoreFiles, IgnoreRules, type IgnoreSource } from "./ignore-rules.js";
 
 /** An entry that was not copied, and why. */

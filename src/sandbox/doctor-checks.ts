@@ -13,7 +13,7 @@ import {
 import { join, relative } from "node:path";
 import { errnoName, type ProbeResult } from "../core/native.js";
 import { CREDENTIAL_STORES, credentialPaths } from "../paths.js";
-import { makeDirs } from "./make-dirs.js";
+import { makeDirs } from "../store/make-dirs.js";
 
 /** One line of the doctor's report. */
 export interface Check {

@@ -21,7 +21,7 @@ import {
 } from "node:fs";
 import { CvisorError } from "../core/errors.js";
 import { OPAQUE_MARKER, WHITEOUT_PREFIX } from "./layer-names.js";
-import { at, closeQuietly, errCode, fdPath } from "./fd-path.js";
+import { at, closeQuietly, errCode, fdPath } from "../store/fd-path.js";
 
 const { O_RDONLY, O_DIRECTORY, O_NOFOLLOW } = constants;
 

@@ -13,14 +13,14 @@ import {
   lstatSync,
   mkdirSync,
   readdirSync,
-  readFileSync,
   rmdirSync,
 } from "node:fs";
 import { CvisorError } from "../core/errors.js";
 import { ephemeralRootCandidates } from "../paths.js";
-import { removeTree } from "./remove-tree.js";
-import { errCode } from "./fd-path.js";
-import { makeDirs } from "./make-dirs.js";
+import { removeTree } from "../store/remove-tree.js";
+import { errCode } from "../store/fd-path.js";
+import { makeDirs } from "../store/make-dirs.js";
+import { ownerAlive, ownerRecord, parseOwnerRecord } from "../store/owner.js";
 
 /** The directories of one ephemeral run. */
 export interface EphemeralSandbox {
@@ -32,11 +32,7 @@ export interface EphemeralSandbox {
   work: string;
 }
 
-const ENTRY = /^(\d+)-(\d+)-[0-9a-z]+$/;
-
 let verified: { key: string; root: string } | undefined;
-let ownStart: string | undefined;
-let counter = 0;
 
 function uid(): number {
   return process.getuid?.() ?? 0;
@@ -92,77 +88,6 @@ function claimDir(dir: string): string | null {
   return "it keeps changing";
 }
 
-/** Field 22 of /proc/<pid>/stat (start time in clock ticks) and the state, or null if gone. */
-function procStart(pid: number | "self"): { state: string; start: string } | null {
-  let text: string;
-  try {
-    // utf8: Node reads it on a fast path (latin1 costs ten times as much on a cold start).
-    text = readFileSync(`/proc/${pid}/stat`, "utf8");
-  } catch (err) {
-    const c = errCode(err);
-    if (c === "ENOENT" || c === "ESRCH") return null;
-    throw err;
-  }
-  // comm (field 2) may hold spaces and parentheses: count from the last ')'.
-  const fields = text.slice(text.lastIndexOf(")") + 2).split(" ");
-  return { state: fields[0] ?? "", start: fields[19] ?? "" };
-}
-
-/** This process's start time (ticks since boot), read once. */
-function ownStartTime(): string {
-  ownStart ??= procStart("self")?.start ?? "0";
-  return ownStart;
-}
-
-/** This process's owner record: "<pid>-<start>-<random tag>" (the name of its entries). */
-export function ownerRecord(): string {
-  return `${process.pid}-${ownStartTime()}-${(counter++).toString(36)}${Math.random().toString(36).slice(2, 8)}`;
-}
-
-/** Is the owner of a record ("<pid>-<start>-<tag>") still running? False for names that are not records. */
-export function ownerRecordAlive(name: string): boolean {
-  const m = ENTRY.exec(name);
-  return m !== null && ownerAlive(Number(m[1]), m[2] ?? "");
-}
-
-/** A name that is an owner record whose owner is gone: a leftover to remove. */
-export function deadOwnerRecord(name: string): boolean {
-  return ENTRY.test(name) && !ownerRecordAlive(name);
-}
-
-/**
- * Removes what killed commands left in dir: the entries named PREFIX + an owner record whose
- * owner is gone. Never throws (what cannot be removed now is tried the next time).
- */
-export function removeDeadLeftovers(dir: string, prefix: string): void {
-  let names: string[];
-  try {
-    names = readdirSync(dir);
-  } catch {
-    return;
-  }
-  for (const name of names) {
-    if (!name.startsWith(prefix) || !deadOwnerRecord(name.slice(prefix.length))) continue;
-    try {
-      removeTree(`${dir}/${name}`);
-    } catch {
-      // Next time.
-    }
-  }
-}
-
-/** Is the owner recorded in an entry's name still running (same pid, same start time)? */
-function ownerAlive(pid: number, start: string): boolean {
-  if (pid === process.pid) return start === ownStartTime();
-  let info;
-  try {
-    info = procStart(pid);
-  } catch {
-    return true; // cannot tell (e.g. /proc with hidepid): leave it
-  }
-  return info !== null && info.state !== "Z" && info.state !== "X" && info.start === start;
-}
-
 /**
  * Removes the ephemeral sandboxes whose owner process is gone. One lstat when there is nothing
  * to do; never fails a run (what cannot be removed now is tried again next time). Returns
@@ -182,11 +107,11 @@ export function sweepOrphans(root: string): boolean {
   }
   const alive = new Map<string, boolean>(); // one /proc read per owner, however many entries
   for (const name of names) {
-    const m = ENTRY.exec(name);
-    if (!m) continue;
-    const owner = `${m[1]}-${m[2]}`;
+    const rec = parseOwnerRecord(name);
+    if (!rec) continue;
+    const owner = `${rec.pid}-${rec.start}`;
     let live = alive.get(owner);
-    if (live === undefined) alive.set(owner, (live = ownerAlive(Number(m[1]), m[2] ?? "")));
+    if (live === undefined) alive.set(owner, (live = ownerAlive(rec.pid, rec.start)));
     if (live) continue;
     try {
       removeTree(`${base}/${name}`);

@@ -1,7 +1,7 @@
 // Where `diff`, `export` and `cp` get a named sandbox's read-only snapshot layers from: its
 // meta.json's chain (snapshots/ops.ts keeps it), as the tree directories a run mounts.
 import { basename, dirname } from "node:path";
-import { chainTrees, readMeta } from "./store.js";
+import { chainTrees, readMeta } from "../store/sandboxes.js";
 
 /** The read-only layers under a named sandbox's upper, top first (absolute tree directories). */
 export function sandboxLowers(sandbox: { dir: string }): string[] {

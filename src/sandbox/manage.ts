@@ -1,10 +1,10 @@
 // Managing named sandboxes (cvisor ls, rm): listing, disk usage, live runs, removal. Not on
-// the run path (kept out of store.ts, which is, so the CLI bundle stays small).
-import { lstatSync, readdirSync, renameSync, rmSync } from "node:fs";
+// the run path (kept out of ./open-layer.ts, which is, so the CLI bundle stays small).
+import { lstatSync, readdirSync, renameSync } from "node:fs";
 import { CvisorError } from "../core/errors.js";
-import { ownerRecordAlive } from "./ephemeral.js";
-import { removeTree } from "./remove-tree.js";
-import { settleJournal } from "../../snapshots/journal.js";
+import { liveRuns } from "../store/runs.js";
+import { removeTree } from "../store/remove-tree.js";
+import { settleJournal } from "../store/journal.js";
 import {
   DAMAGED,
   isSandboxName,
@@ -12,23 +12,8 @@ import {
   sandboxesDir,
   tag,
   validateSandboxName,
-} from "./store.js";
-import { errCode } from "./fd-path.js";
-
-/** Runs using the sandbox now (their owner records); records of dead processes are removed. */
-export function liveRuns(dir: string): string[] {
-  let names: string[];
-  try {
-    names = readdirSync(`${dir}/runs`);
-  } catch {
-    return [];
-  }
-  return names.filter((name) => {
-    if (ownerRecordAlive(name)) return true;
-    rmSync(`${dir}/runs/${name}`, { force: true });
-    return false;
-  });
-}
+} from "../store/sandboxes.js";
+import { errCode } from "../store/fd-path.js";
 
 /** One named sandbox, as `cvisor ls` shows it. */
 export interface SandboxInfo {

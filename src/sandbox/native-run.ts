@@ -7,7 +7,7 @@ import { defaultHiddenPaths } from "../paths.js";
 import { parseDuration } from "./duration.js";
 import { buildEnv, envStrings, SANDBOX_ENV } from "./env.js";
 import { runFailure } from "./result.js";
-import type { SandboxLayer } from "./store.js";
+import type { SandboxLayer } from "./open-layer.js";
 import type { RunOptions, SandboxOptions } from "./types.js";
 
 /** Throws the CvisorError of an argv that cannot be run (before anything is created for it). */
@@ -31,7 +31,7 @@ export function checkArgv(argv: readonly string[]): void {
 
 /**
  * What createRun needs but the stdio: argv under a sandbox's options and a run's overrides, in
- * the sandbox layer (store.ts openLayer) whose name the guest sees and whose upper it writes.
+ * the sandbox layer (./open-layer.ts) whose name the guest sees and whose upper it writes.
  */
 export function runSpec(
   argv: readonly string[],

@@ -7,7 +7,8 @@ import * as native from "../core/native.js";
 import { parseDuration } from "./duration.js";
 import { checkArgv, finishRun, runSpec } from "./native-run.js";
 import { toRunResult } from "./result.js";
-import { closeLayer, openLayer, validateSandboxName } from "./store.js";
+import { closeLayer, openLayer } from "./open-layer.js";
+import { validateSandboxName } from "../store/sandboxes.js";
 import type { OutputMode, RunOptions, RunResult, SandboxOptions } from "./types.js";
 
 /** A sandbox configuration; each run() starts a fresh guest under it. */

@@ -20,11 +20,11 @@ import {
   writeFileSync,
 } from "node:fs";
 import type { Stats } from "node:fs";
-import { crashAt } from "./crash-at.js";
+import { crashAt } from "../store/crash-at.js";
 import type { TreeDest } from "./copy-tree.js";
-import { deadOwnerRecord, ownerRecord, removeDeadLeftovers } from "./ephemeral.js";
-import { at, closeQuietly, errCode, openDirAt, openDirPath } from "./fd-path.js";
-import { removeTree } from "./remove-tree.js";
+import { deadOwnerRecord, ownerRecord, removeDeadLeftovers } from "../store/owner.js";
+import { at, closeQuietly, errCode, openDirAt, openDirPath } from "../store/fd-path.js";
+import { removeTree } from "../store/remove-tree.js";
 
 /** The steps CVISOR_TEST_CRASH_AT can name in a copy's publishing. */
 export const CP_CRASH_STEPS = ["cp:staged", "cp:recorded", "cp:published-one"] as const;

@@ -1,11 +1,11 @@
 // What a killed copy into a sandbox (./copy-in.ts) leaves in its work/: the staging directory
 // cp~<owner> and, once it began to publish, the record cp~<owner>.json (./staged-dest.ts); and
 // what a killed cache restore into it leaves (cache~<owner>, cache/place.ts).
-// Every user of a named sandbox settles them first: runs and copies (./store.ts), snapshot and
+// Every user of a named sandbox settles them first: runs and copies (./open-layer.ts), snapshot and
 // rollback under the sandbox's journal (snapshots/ops.ts).
 import { existsSync, unlinkSync } from "node:fs";
-import { removeDeadLeftovers } from "./ephemeral.js";
-import { at, errCode } from "./fd-path.js";
+import { removeDeadLeftovers } from "../store/owner.js";
+import { at, errCode } from "../store/fd-path.js";
 import { WHITEOUT_PREFIX } from "./layer-names.js";
 import { settleStaged } from "./staged-dest.js";
 

@@ -8,7 +8,7 @@
 // credentials and cvisor's own storage every guest is denied by default) do not exist here.
 //
 // The layers are a guest's work, so they are read as untrusted: every layer directory is opened
-// from its parent's fd with O_NOFOLLOW (./fd-path.ts), files are opened O_NOFOLLOW and checked
+// from its parent's fd with O_NOFOLLOW (../store/fd-path.ts), files are opened O_NOFOLLOW and checked
 // against what lstat said, nothing in a layer is ever followed by the kernel.
 // Symlinks of the view are followed only by resolve(), textually through the view itself, as
 // the supervisor does (40 hops, `..` on the symlink-free path, stopping at `/`).
@@ -30,7 +30,7 @@ import {
   openDirAt,
   openDirPath,
   openFileChecked,
-} from "./fd-path.js";
+} from "../store/fd-path.js";
 
 /** A directory of the merged view, held open. */
 export interface ViewDir {

@@ -7,7 +7,7 @@ import { join } from "node:path";
 import type { Fixture } from "./fixture.js";
 import { show, type CliResult } from "./repo.js";
 
-/** A sandbox's meta.json (src/sandbox/store.ts SandboxMeta; base and chain from version 2). */
+/** A sandbox's meta.json (src/store/sandboxes.ts SandboxMeta; base and chain from version 2). */
 export interface StoredMeta {
   version: number;
   name: string;
@@ -17,7 +17,7 @@ export interface StoredMeta {
   chain?: string[];
 }
 
-/** A snapshot layer's meta.json (snapshots/layers.ts). */
+/** A snapshot layer's meta.json (src/store/layer-meta.ts). */
 export interface StoredLayerMeta {
   version: number;
   id: string;

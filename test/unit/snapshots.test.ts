@@ -15,12 +15,13 @@ import { join } from "node:path";
 import { test, type TestContext } from "node:test";
 import { CvisorError } from "../../src/core/errors.js";
 import "../../src/index.js"; // tells the core where the package is (runSpec names the helper)
-import { ownerRecord } from "../../src/sandbox/ephemeral.js";
+import { ownerRecord } from "../../src/store/owner.js";
 import { hiddenPaths, runSpec } from "../../src/sandbox/native-run.js";
-import { removeTree } from "../../src/sandbox/remove-tree.js";
-import { closeLayer, metaText, openLayer, openNamed, readMeta } from "../../src/sandbox/store.js";
-import { settleJournal } from "../../snapshots/journal.js";
-import { newSnapshotId, SQUASH_THRESHOLD, validateSnapshotId } from "../../snapshots/layers.js";
+import { removeTree } from "../../src/store/remove-tree.js";
+import { closeLayer, openLayer } from "../../src/sandbox/open-layer.js";
+import { metaText, openNamed, readMeta } from "../../src/store/sandboxes.js";
+import { settleJournal } from "../../src/store/journal.js";
+import { newSnapshotId, SQUASH_THRESHOLD, validateSnapshotId } from "../../src/store/layer-meta.js";
 import { branch, listSnapshots, removeSnapshot, rollback, snapshot } from "../../snapshots/ops.js";
 import { tempRoot } from "../helpers/repo.js";
 import { squashLayers } from "../../snapshots/squash.js";

@@ -25,7 +25,7 @@ import { test, type TestContext } from "node:test";
 import { squashLayers } from "../../snapshots/squash.js";
 import { CvisorError } from "../../src/core/errors.js";
 import { layerChanges } from "../../src/sandbox/changes.js";
-import { removeTree } from "../../src/sandbox/remove-tree.js";
+import { removeTree } from "../../src/store/remove-tree.js";
 import { build, dumpLayers, T0 } from "../helpers/layers.js";
 import { tempRoot } from "../helpers/repo.js";
 

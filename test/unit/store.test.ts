@@ -28,17 +28,16 @@ import {
   sweepOrphans,
 } from "../../src/sandbox/ephemeral.js";
 import { hiddenPaths } from "../../src/sandbox/native-run.js";
-import { removeTree } from "../../src/sandbox/remove-tree.js";
+import { removeTree } from "../../src/store/remove-tree.js";
+import { closeLayer, openLayer } from "../../src/sandbox/open-layer.js";
 import {
-  closeLayer,
-  openLayer,
   openNamed,
   readMeta,
   STORE_VERSION,
   touchLastRun,
   validateSandboxName,
   type SandboxMeta,
-} from "../../src/sandbox/store.js";
+} from "../../src/store/sandboxes.js";
 import { cvisorHome } from "../../src/paths.js";
 import { repoRoot, tempRoot } from "../helpers/repo.js";
 
@@ -237,7 +236,7 @@ test("a damaged or missing meta.json is a clear error, never repaired", (t) => {
 
 test("concurrent creation of one name from several processes: one sandbox, all use it", async (t) => {
   const home = tempDir(t);
-  const storeUrl = pathToFileURL(join(repoRoot, "dist", "src", "sandbox", "store.js")).href;
+  const storeUrl = pathToFileURL(join(repoRoot, "dist", "src", "store", "sandboxes.js")).href;
   const go = Date.now() + 700; // all start at the same moment, after their imports
   const script = `
     const { openNamed } = await import(${JSON.stringify(storeUrl)});
@@ -482,7 +481,7 @@ test(
     const mod = join(dir, "mod");
     mkdirSync(mod);
     for (const file of ["remove-tree.js", "fd-path.js"]) {
-      copyFileSync(join(repoRoot, "dist", "src", "sandbox", file), join(mod, file));
+      copyFileSync(join(repoRoot, "dist", "src", "store", file), join(mod, file));
     }
     const storeUrl = pathToFileURL(join(mod, "remove-tree.js")).href;
     const build = `

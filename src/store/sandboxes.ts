@@ -5,35 +5,18 @@
 //   $CVISOR_HOME/sandboxes/<name>/work/      private temp dir for atomic copy-ups (same filesystem)
 //   $CVISOR_HOME/sandboxes/<name>/meta.json  {"version":1|2,"name":...,"created":ISO,
 //                                             "lastRun":ISO|null, v2: "base":id|null,"chain":[lid...]}
-//   $CVISOR_HOME/layers/<lid>/{tree,meta.json} read-only snapshot layers (../../snapshots/)
-// A run without a name is ephemeral (./ephemeral.ts). openLayer/closeLayer are what a run uses.
-import {
-  existsSync,
-  lstatSync,
-  mkdirSync,
-  readFileSync,
-  renameSync,
-  rmSync,
-  writeFileSync,
-} from "node:fs";
-// A cycle (journal.ts reads and writes meta.json through this module); neither side uses the
-// other at load time.
-import { settleJournal } from "../../snapshots/journal.js";
+//   $CVISOR_HOME/sandboxes/<name>/runs/      the run records of runs using it (./runs.ts)
+//   $CVISOR_HOME/sandboxes/<name>/journal.json  an operation under way (./journal.ts)
+//   $CVISOR_HOME/layers/<lid>/{tree,meta.json} read-only snapshot layers (./layer-meta.ts)
+// A run without a name is ephemeral (../sandbox/ephemeral.ts); what a run opens is
+// ../sandbox/open-layer.ts.
+import { lstatSync, mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { CvisorError } from "../core/errors.js";
-import { cvisorHome, ephemeralRootCandidates } from "../paths.js";
-import { DEFAULT_SANDBOX_NAME } from "./env.js";
-import {
-  closeEphemeral,
-  ephemeralRoot,
-  openEphemeral,
-  ownerRecord,
-  sweepOrphans,
-  type EphemeralSandbox,
-} from "./ephemeral.js";
-import { removeTree } from "./remove-tree.js";
-import { settleUpper } from "./upper-staging.js";
+import { cvisorHome } from "../paths.js";
 import { errCode } from "./fd-path.js";
 import { makeDirs } from "./make-dirs.js";
+import { ownerRecord } from "./owner.js";
+import { removeTree } from "./remove-tree.js";
 
 /** The sandbox the management commands (cp, diff, export) use without --sandbox, as cVisor does. */
 export const DEFAULT_NAMED_SANDBOX = "default";
@@ -299,163 +282,4 @@ export function touchLastRun(dir: string, name: string, when: Date = new Date())
   if (meta === undefined) return; // removed meanwhile
   meta.lastRun = when.toISOString();
   writeMeta(dir, meta);
-}
-
-/** The writable layer of one run, named or ephemeral. */
-export interface SandboxLayer {
-  /** The sandbox's name: the guest's nodename and CVISOR_SANDBOX ("cvisor" when ephemeral). */
-  name: string;
-  upper: string;
-  work: string;
-  /** The snapshot layers' trees under the upper, top first ([] for most sandboxes). */
-  lowers: string[];
-  /** Where every sandbox is stored: always hidden from the guest, whatever --expose says. */
-  storage: string[];
-  named?: NamedSandbox;
-  ephemeral?: EphemeralSandbox;
-}
-
-/**
- * Opens the layer of a run: the named sandbox (created if needed), else a fresh ephemeral one.
- * Either way, ephemeral sandboxes that dead processes left behind are removed first.
- */
-export function openLayer(name?: string, env: NodeJS.ProcessEnv = process.env): SandboxLayer {
-  if (name !== undefined) {
-    const named = openNamed(name, env);
-    named.running = markRunning(named.dir);
-    let lowers: string[];
-    try {
-      lowers = namedLowers(named.dir, name, env);
-    } catch (err) {
-      if (named.running) rmSync(named.running, { force: true });
-      throw err;
-    }
-    settleUpper(named);
-    // Hidden all the same; if the root cannot be used now, every place it may be is.
-    let roots: string[];
-    try {
-      const root = ephemeralRoot(env);
-      sweepOrphans(root);
-      roots = [root];
-    } catch {
-      roots = ephemeralRootCandidates(env);
-    }
-    return {
-      name,
-      upper: named.upper,
-      work: named.work,
-      lowers,
-      storage: [...roots.map((root) => `${root}/ephemeral`), sandboxesDir(env), layersDir(env)],
-      named,
-    };
-  }
-  const ephemeral = openEphemeral(env);
-  return {
-    name: DEFAULT_SANDBOX_NAME,
-    upper: ephemeral.upper,
-    work: ephemeral.work,
-    lowers: [],
-    storage: [`${ephemeral.root}/ephemeral`, sandboxesDir(env), layersDir(env)],
-    ephemeral,
-  };
-}
-
-/** A named sandbox in use by a command that is not a run (cp): release() when done. */
-export interface SandboxInUse {
-  named: NamedSandbox;
-  /** Its snapshot layers' trees, top first. */
-  lowers: string[];
-  release(): void;
-}
-
-/**
- * Uses the named sandbox (created if missing and `create`, else ENOSANDBOX) as a run does: its
- * run record keeps snapshots, rollbacks and rm away until release(), an operation a killed
- * process left is finished first, and so are copies into it.
- */
-export function useNamed(
-  name: string,
-  create: boolean,
-  env: NodeJS.ProcessEnv = process.env,
-): SandboxInUse {
-  if (
-    !create &&
-    readMeta(`${sandboxesDir(env)}/${validateSandboxName(name)}`, name) === undefined
-  ) {
-    throw new CvisorError(`no sandbox named ${name} (cvisor ls lists them)`, "ENOSANDBOX");
-  }
-  const named = openNamed(name, env);
-  named.running = markRunning(named.dir);
-  const release = (): void => {
-    if (named.running) rmSync(named.running, { force: true });
-  };
-  try {
-    const lowers = namedLowers(named.dir, name, env);
-    settleUpper(named);
-    return { named, lowers, release };
-  } catch (err) {
-    release();
-    throw err;
-  }
-}
-
-/**
- * The lower trees of a named sandbox a run is about to use. Called after the run's record is
- * made: a snapshot, rollback or branch writes its journal before it looks for runs, so either it
- * sees this run and refuses, or this sees its journal and waits for it (or finishes what a killed
- * one left). meta.json is read after that, so the chain is the one the upper belongs to.
- */
-function namedLowers(dir: string, name: string, env: NodeJS.ProcessEnv): string[] {
-  if (existsSync(`${dir}/journal.json`)) settleJournal(dir, name, env);
-  const meta = readMeta(dir, name);
-  if (meta === undefined) {
-    throw new CvisorError(`sandbox ${name} was removed while the run started`, "ENOSANDBOX");
-  }
-  const trees = chainTrees(meta.chain, env);
-  for (const [i, tree] of trees.entries()) {
-    if (!existsSync(tree)) {
-      throw new CvisorError(
-        `sandbox ${name}: its layer ${meta.chain[i] ?? ""} is missing (removed with ` +
-          `snapshots rm --force): reset it with cvisor --sandbox ${name} branch ID, or rm it`,
-        "ESTORE",
-      );
-    }
-  }
-  return trees;
-}
-
-/** Ends a run's layer: an ephemeral sandbox is removed, a named one's lastRun set. Never throws. */
-export function closeLayer(layer: SandboxLayer): void {
-  if (layer.ephemeral) closeEphemeral(layer.ephemeral);
-  if (layer.named) {
-    // lastRun first, while the run record still keeps snapshots out: a snapshot's meta.json
-    // written between our read and our rename would be lost.
-    try {
-      touchLastRun(layer.named.dir, layer.name);
-    } catch {
-      // The run itself went fine; a stale lastRun is not worth failing it.
-    }
-    if (layer.named.running) rmSync(layer.named.running, { force: true });
-  }
-}
-
-/**
- * Records that a run uses the sandbox: an empty file runs/<pid>-<start>-<tag> (the owner record,
- * as for ephemeral sandboxes), removed when the run ends; `rm` refuses a sandbox with a live
- * one. Returns its path, or undefined when it cannot be made (the run goes on unprotected).
- */
-function markRunning(dir: string): string | undefined {
-  const path = `${dir}/runs/${ownerRecord()}`;
-  try {
-    try {
-      writeFileSync(path, "", { mode: 0o600, flag: "wx" });
-    } catch (err) {
-      if (errCode(err) !== "ENOENT") throw err;
-      mkdirSync(`${dir}/runs`, { mode: 0o700 });
-      writeFileSync(path, "", { mode: 0o600, flag: "wx" });
-    }
-    return path;
-  } catch {
-    return undefined;
-  }
 }

@@ -18,14 +18,14 @@ import {
   unlinkSync,
   writeFileSync,
 } from "node:fs";
-import { writeStderr } from "../src/core/stderr.js";
-import { crashAt as crashAtStep } from "../src/sandbox/crash-at.js";
-import { CvisorError } from "../src/core/errors.js";
-import { ownerRecord, ownerRecordAlive } from "../src/sandbox/ephemeral.js";
-import { removeTree } from "../src/sandbox/remove-tree.js";
-import { layersDir, readMeta, writeMeta } from "../src/sandbox/store.js";
-import { readLayerMeta } from "./layers.js";
-import { errCode } from "../src/sandbox/fd-path.js";
+import { writeStderr } from "../core/stderr.js";
+import { crashAt as crashAtStep } from "./crash-at.js";
+import { CvisorError } from "../core/errors.js";
+import { ownerRecord, ownerRecordAlive } from "./owner.js";
+import { removeTree } from "./remove-tree.js";
+import { layersDir, readMeta, writeMeta } from "./sandboxes.js";
+import { readLayerMeta } from "./layer-meta.js";
+import { errCode } from "./fd-path.js";
 
 /** The steps CVISOR_TEST_CRASH_AT can name, in the order each operation reaches them. */
 export const CRASH_STEPS = [

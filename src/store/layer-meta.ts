@@ -3,9 +3,9 @@
 // lower part) have ids starting with "sq~", which no user id can ("~" is not allowed in names).
 // Entries being made are layers/.tmp~<owner record>, being removed layers/.trash~<owner record>.
 import { readdirSync, readFileSync, writeFileSync } from "node:fs";
-import { CvisorError } from "../src/core/errors.js";
-import { isLayerId, layersDir, parseVersioned, validateSandboxName } from "../src/sandbox/store.js";
-import { errCode } from "../src/sandbox/fd-path.js";
+import { CvisorError } from "../core/errors.js";
+import { isLayerId, layersDir, parseVersioned, validateSandboxName } from "./sandboxes.js";
+import { errCode } from "./fd-path.js";
 
 /** The newest layer meta.json version this cvisor reads. */
 const LAYER_VERSION = 2;
