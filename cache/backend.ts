@@ -3,7 +3,7 @@
 // archive. A backend stores bytes; formats (cache/format/) and key lookup (cache/lookup.ts) live
 // above it.
 import type { Readable } from "node:stream";
-import { CvisorError } from "../src/core/errors.js";
+import { CvisorError, UsageError } from "../src/core/errors.js";
 
 /** The archive formats of `cache save --format`. */
 export const FORMATS = ["gzip", "zstd", "estargz", "none"] as const;
@@ -95,7 +95,7 @@ export function validateKey(key: string): string {
               ? "it has an empty, '.' or '..' path segment"
               : undefined;
   if (why === undefined) return key;
-  throw new CvisorError(
+  throw new UsageError(
     `invalid cache key ${JSON.stringify(key.slice(0, 80))}: ${why}`,
     "CV_ERR_INVALID",
   );

@@ -21,7 +21,7 @@ import {
   writeFileSync,
 } from "node:fs";
 import { basename, dirname, join, resolve } from "node:path";
-import { CvisorError } from "../src/core/errors.js";
+import { NotFoundError, UsageError } from "../src/core/errors.js";
 import { cvisorHome } from "../src/paths.js";
 import { upperDirOf } from "../src/sandbox/copy-in.js";
 import { OPAQUE_MARKER, WHITEOUT_PREFIX } from "../src/sandbox/layer-names.js";
@@ -98,10 +98,9 @@ export function hostDestination(path: string): string {
     const instead = why.includes("inside")
       ? "restore somewhere outside it"
       : `restore into a directory of its own (such as ${join(path, "deps")})`;
-    throw new CvisorError(
+    throw new UsageError(
       `cache restore: refusing to replace ${path}: ${why}, and a restore replaces its ` +
         `destination whole; ${instead}`,
-      "EUSAGE",
     );
   }
   return dst;
@@ -128,7 +127,7 @@ function swapIn(tmp: string, dst: string): void {
 export function stageHost(dst: string, path: string): Staging {
   const there = lstatSync(dst, { throwIfNoEntry: false });
   if (there && !there.isDirectory()) {
-    throw new CvisorError(`${path}: exists and is not a directory`, "ENOTDIR");
+    throw new NotFoundError(`${path}: exists and is not a directory`, "ENOTDIR");
   }
   makeDirs(dirname(dst));
   removeDeadLeftovers(dirname(dst), ".cvisor-restore~");
@@ -160,17 +159,17 @@ export function stageSandbox(
     try {
       r = view.resolve(vpath, true);
     } catch (err) {
-      if (err instanceof ViewError) throw new CvisorError(`sb:${err.message}`, err.code);
+      if (err instanceof ViewError) throw new NotFoundError(`sb:${err.message}`, err.code);
       throw err;
     }
     if (r.entry && !r.entry.st.isDirectory()) {
-      throw new CvisorError(`sb:${vpath}: exists and is not a directory`, "ENOTDIR");
+      throw new NotFoundError(`sb:${vpath}: exists and is not a directory`, "ENOTDIR");
     }
     if (r.entry?.open === view.root || r.name === "") {
-      throw new CvisorError(`sb:${vpath}: cannot restore over the sandbox's root`, "EUSAGE");
+      throw new UsageError(`sb:${vpath}: cannot restore over the sandbox's root`);
     }
     if (r.name.startsWith(WHITEOUT_PREFIX)) {
-      throw new CvisorError(`sb:${vpath}: names starting with .wh. are reserved`, "EUSAGE");
+      throw new UsageError(`sb:${vpath}: names starting with .wh. are reserved`);
     }
     parent = r.parent;
     name = r.name;

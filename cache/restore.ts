@@ -6,7 +6,7 @@
 // line and leaves the destination exactly as it was.
 import { createHash } from "node:crypto";
 import { Transform, type TransformCallback } from "node:stream";
-import { CvisorError } from "../src/core/errors.js";
+import { CvisorError, CacheError, UsageError } from "../src/core/errors.js";
 import type { Skipped } from "../src/sandbox/copy-tree.js";
 import { cleanedUpOnSignal } from "../src/sandbox/interrupt.js";
 import { validateKey, type CacheBackend, type EntryMeta } from "./backend.js";
@@ -76,7 +76,7 @@ class WrongFormat extends Error {}
 
 function validatePrefix(prefix: string): string {
   if (prefix === "" || /[\p{Cc}]/u.test(prefix)) {
-    throw new CvisorError(`invalid restore key ${JSON.stringify(prefix)}`, "CV_ERR_INVALID");
+    throw new UsageError(`invalid restore key ${JSON.stringify(prefix)}`, "CV_ERR_INVALID");
   }
   return prefix;
 }
@@ -186,14 +186,14 @@ async function extractAndPlace(
       });
     } catch (err) {
       if (err instanceof HostileArchiveError) {
-        throw new CvisorError(
+        throw new CacheError(
           `${what} is refused: ${err.message}; nothing was restored`,
           "EHOSTILE",
         );
       }
       if (err instanceof CvisorError) throw err;
       const detail = err instanceof Error ? err.message.split("\n")[0] : String(err);
-      throw new CvisorError(
+      throw new CacheError(
         `${what} is corrupt or truncated (${detail}); nothing was restored`,
         "ECORRUPT",
         { cause: err },
@@ -201,7 +201,7 @@ async function extractAndPlace(
     }
     const sha = verifier.hash.digest("hex");
     if (verifier.size !== meta.size || sha !== meta.sha256) {
-      throw new CvisorError(
+      throw new CacheError(
         `${what} is corrupt or truncated (${verifier.size} bytes with sha256 ${sha.slice(0, 12)}…, its metadata says ${meta.size} bytes with ${meta.sha256.slice(0, 12)}…); nothing was restored`,
         "ECORRUPT",
       );
@@ -211,7 +211,7 @@ async function extractAndPlace(
         checkToc(toc, digests, meta);
       } catch (err) {
         const detail = err instanceof Error ? err.message : String(err);
-        throw new CvisorError(
+        throw new CacheError(
           `${what} is not valid eStargz (${detail}); nothing was restored`,
           "ECORRUPT",
         );

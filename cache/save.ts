@@ -4,7 +4,7 @@
 import { statSync, type Stats } from "node:fs";
 import { Transform, type TransformCallback } from "node:stream";
 import { pack as tarPack } from "tar-stream";
-import { CvisorError } from "../src/core/errors.js";
+import { CvisorError, CacheError, NotFoundError } from "../src/core/errors.js";
 import { identity } from "../src/store/fd-path.js";
 import { MergedView, ViewError } from "../src/sandbox/view.js";
 import type { Skipped } from "../src/sandbox/copy-tree.js";
@@ -124,9 +124,9 @@ export async function saveCache(
     try {
       st = statSync(source.path);
     } catch {
-      throw new CvisorError(`${source.path}: no such directory`, "ENOENT");
+      throw new NotFoundError(`${source.path}: no such directory`);
     }
-    if (!st.isDirectory()) throw new CvisorError(`${source.path}: not a directory`, "ENOTDIR");
+    if (!st.isDirectory()) throw new NotFoundError(`${source.path}: not a directory`, "ENOTDIR");
     const root = source.path.replace(/(.)\/+$/, "$1");
     run = (tar, enc) => packTree<string, HostEntry>(new HostSource(), root, st, tar, packOpts(enc));
   } else {
@@ -137,13 +137,13 @@ export async function saveCache(
       r = v.resolve(source.vpath, true);
     } catch (err) {
       v.dispose();
-      if (err instanceof ViewError) throw new CvisorError(`sb:${err.message}`, err.code);
+      if (err instanceof ViewError) throw new NotFoundError(`sb:${err.message}`, err.code);
       throw err;
     }
     if (r.entry === undefined || !r.entry.st.isDirectory()) {
       v.dispose();
       const why = r.entry === undefined ? "no such directory" : "not a directory";
-      throw new CvisorError(`sb:${source.vpath}: ${why}`, "ENOENT");
+      throw new NotFoundError(`sb:${source.vpath}: ${why}`);
     }
     const dir = v.openDir(r.parent, r.entry);
     const st = r.entry.st;
@@ -205,7 +205,7 @@ export async function saveCache(
     if (p.status === "rejected") {
       const err: unknown = p.reason;
       if (err instanceof CvisorError) throw err;
-      throw new CvisorError(`cache save: ${errMessage(err)}`, "ECACHE", { cause: err });
+      throw new CacheError(`cache save: ${errMessage(err)}`, "ECACHE", { cause: err });
     }
     if (u.status === "rejected") throw u.reason;
     return { saved: true, meta: u.value, report: p.value };

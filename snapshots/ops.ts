@@ -8,7 +8,13 @@
 import { spawn } from "node:child_process";
 import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync } from "node:fs";
 import { fileURLToPath } from "node:url";
-import { CvisorError } from "../src/core/errors.js";
+import {
+  CvisorError,
+  ConflictError,
+  NotFoundError,
+  StoreError,
+  UsageError,
+} from "../src/core/errors.js";
 import { ownerRecord, ownerRecordAlive } from "../src/store/owner.js";
 import { diskUsage } from "../src/sandbox/manage.js";
 import { liveRuns } from "../src/store/runs.js";
@@ -61,7 +67,7 @@ export interface OpOptions {
 }
 
 function noSandbox(name: string): CvisorError {
-  return new CvisorError(`no sandbox named ${name} (cvisor ls lists them)`, "ENOSANDBOX");
+  return new NotFoundError(`no sandbox named ${name} (cvisor ls lists them)`, "ENOSANDBOX");
 }
 
 function sandboxDir(name: string, env: NodeJS.ProcessEnv): string {
@@ -80,7 +86,7 @@ function refuseIfRunning(dir: string, name: string, what: string): void {
   const live = liveRuns(dir);
   if (live.length > 0) {
     const pids = live.map((r) => r.split("-")[0]).join(", ");
-    throw new CvisorError(
+    throw new ConflictError(
       `sandbox ${name} is running (pid ${pids}): ${what} refused; wait for the run to end`,
       "EBUSY",
     );
@@ -124,16 +130,15 @@ export async function snapshot(
   const base = layersDir(env);
   makeDirs(base, 0o700);
   const taken = (): CvisorError =>
-    new CvisorError(`snapshot id ${lid} is taken (cvisor snapshots ls lists them)`, "EEXIST");
+    new ConflictError(`snapshot id ${lid} is taken (cvisor snapshots ls lists them)`);
   for (;;) {
     const meta = settledMeta(dir, name, env);
     if (existsSync(`${base}/${lid}`)) throw taken();
     const missing = meta.chain.find((l) => !existsSync(`${base}/${l}/tree`));
     if (missing !== undefined) {
-      throw new CvisorError(
+      throw new StoreError(
         `sandbox ${name}: its layer ${missing} is missing (removed with snapshots rm --force): ` +
           `reset it with cvisor --sandbox ${name} branch ID, or rm it`,
-        "ESTORE",
       );
     }
     const squash =
@@ -230,7 +235,7 @@ function snapshotMeta(id: string, env: NodeJS.ProcessEnv): LayerMeta {
   const lid = validateSnapshotId(id);
   const lm = readLayerMeta(lid, env);
   if (lm === undefined || lm.kind !== "snapshot") {
-    throw new CvisorError(
+    throw new NotFoundError(
       `no snapshot named ${lid} (cvisor snapshots ls lists them)`,
       "ENOSNAPSHOT",
     );
@@ -238,9 +243,8 @@ function snapshotMeta(id: string, env: NodeJS.ProcessEnv): LayerMeta {
   const base = layersDir(env);
   for (const l of lm.chain) {
     if (!existsSync(`${base}/${l}/tree`)) {
-      throw new CvisorError(
+      throw new StoreError(
         `snapshot ${lid} is broken: its layer ${l} was removed (snapshots rm --force)`,
-        "ESTORE",
       );
     }
   }
@@ -287,7 +291,7 @@ function reset(name: string, id: string, op: JournalOp, opts: OpOptions): ResetR
   for (;;) {
     const meta = settledMeta(dir, name, env);
     if (op === "rollback" && !inHistory(name, meta, snap, env)) {
-      throw new CvisorError(
+      throw new UsageError(
         `snapshot ${snap.id} is not in the history of sandbox ${name} (to put it on that ` +
           `snapshot anyway: cvisor --sandbox ${name} branch ${snap.id})`,
         "CV_ERR_INVALID",
@@ -357,7 +361,10 @@ export function branch(name: string, id: string, opts: OpOptions = {}): ResetRes
   const gone = snap.chain.find((l) => !existsSync(`${base}/${l}`));
   if (gone !== undefined) {
     removeTree(dir);
-    throw new CvisorError(`snapshot ${snap.id} was removed while branching from it`, "ENOSNAPSHOT");
+    throw new NotFoundError(
+      `snapshot ${snap.id} was removed while branching from it`,
+      "ENOSNAPSHOT",
+    );
   }
   return { sandbox: name, id: snap.id, chain: snap.chain, created: true };
 }
@@ -466,7 +473,7 @@ export function removeSnapshot(
   const lid = validateSnapshotId(id);
   const lm = readLayerMeta(lid, env);
   if (lm?.kind !== "snapshot") {
-    throw new CvisorError(
+    throw new NotFoundError(
       `no snapshot named ${lid} (cvisor snapshots ls lists them)`,
       "ENOSNAPSHOT",
     );
@@ -476,7 +483,7 @@ export function removeSnapshot(
     refuseIfRunning(`${sandboxesDir(env)}/${name}`, name, `removing snapshot ${lid}`);
   }
   if (!force && deps.sandboxes.length + deps.snapshots.length > 0) {
-    throw new CvisorError(
+    throw new ConflictError(
       `snapshot ${lid} is used by ${listWords(deps)}: remove ${deps.sandboxes.length + deps.snapshots.length > 1 ? "them" : "it"} first, or use snapshots rm --force ${lid} (${deps.sandboxes.length + deps.snapshots.length > 1 ? "they break" : "it breaks"})`,
       "EBUSY",
     );
@@ -488,7 +495,7 @@ export function removeSnapshot(
   const after = dependents(lid, env);
   if (!force && after.sandboxes.length + after.snapshots.length > 0) {
     renameSync(trash, `${base}/${lid}`); // a branch was made from it meanwhile
-    throw new CvisorError(`snapshot ${lid} is used by ${listWords(after)} now`, "EBUSY");
+    throw new ConflictError(`snapshot ${lid} is used by ${listWords(after)} now`, "EBUSY");
   }
   removeTree(trash);
   return {

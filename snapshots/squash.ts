@@ -29,7 +29,7 @@ import {
   type Stats,
 } from "node:fs";
 import { basename, dirname, resolve } from "node:path";
-import { CvisorError } from "../src/core/errors.js";
+import { CvisorError, ConflictError, StoreError } from "../src/core/errors.js";
 import { fileTimes, fsErrorText } from "../src/sandbox/copy-tree.js";
 import {
   rawAt,
@@ -72,7 +72,7 @@ function copyObject(e: EffectiveEntry, to: Buffer): void {
     return;
   }
   if (!st.isFile()) {
-    throw new CvisorError(
+    throw new StoreError(
       `${shownText(e.rel)}: a special file that cannot be linked here`,
       "ESQUASH",
     );
@@ -152,12 +152,12 @@ function exists(path: string): boolean {
  */
 export function squashLayers(trees: readonly string[], out: string): void {
   const dest = resolve(out);
-  if (exists(dest)) throw new CvisorError(`squash: ${out} already exists`, "EEXIST");
+  if (exists(dest)) throw new ConflictError(`squash: ${out} already exists`);
   const tmp = `${dirname(dest)}/.${basename(dest)}.squash~${tag()}`;
   try {
     mkdirSync(tmp, { mode: 0o700 });
   } catch (err) {
-    throw new CvisorError(
+    throw new StoreError(
       `squash: cannot make ${tmp}: ${fsErrorText(err)}`,
       errCode(err) ?? "ESQUASH",
       {
@@ -168,12 +168,12 @@ export function squashLayers(trees: readonly string[], out: string): void {
   try {
     build(trees, tmp);
     // rename(2) would replace an empty directory made meanwhile: look once more.
-    if (exists(dest)) throw new CvisorError(`squash: ${out} already exists`, "EEXIST");
+    if (exists(dest)) throw new ConflictError(`squash: ${out} already exists`);
     renameSync(tmp, dest);
   } catch (err) {
     removeTree(tmp);
     if (err instanceof CvisorError) throw err;
-    throw new CvisorError(`squash into ${out}: ${fsErrorText(err)}`, errCode(err) ?? "ESQUASH", {
+    throw new StoreError(`squash into ${out}: ${fsErrorText(err)}`, errCode(err) ?? "ESQUASH", {
       cause: err,
     });
   }

@@ -3,7 +3,18 @@ import { fileURLToPath } from "node:url";
 import { setPackageAnchor } from "./core/native.js";
 
 export { Sandbox } from "./sandbox/sandbox.js";
-export { CvisorError, CV_ERROR } from "./core/errors.js";
+export {
+  CacheError,
+  ConflictError,
+  CopyError,
+  CV_ERROR,
+  CvisorError,
+  NotFoundError,
+  SetupError,
+  StoreError,
+  UsageError,
+  type ErrorKind,
+} from "./core/errors.js";
 export type {
   OutputMode,
   RunOptions,

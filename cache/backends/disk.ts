@@ -28,7 +28,7 @@ import {
 } from "node:fs";
 import { open } from "node:fs/promises";
 import type { Readable } from "node:stream";
-import { CvisorError } from "../../src/core/errors.js";
+import { CvisorError, CacheError, NotFoundError } from "../../src/core/errors.js";
 import { errCode } from "../../src/store/fd-path.js";
 import {
   CacheDamagedError,
@@ -74,7 +74,7 @@ export class DiskBackend implements CacheBackend {
   private fail(err: unknown, what: string): never {
     if (err instanceof CvisorError) throw err;
     const message = err instanceof Error ? err.message : String(err);
-    throw new CvisorError(`cache backend ${this.description}: ${what}: ${message}`, "ECACHE", {
+    throw new CacheError(`cache backend ${this.description}: ${what}: ${message}`, "ECACHE", {
       cause: err,
     });
   }
@@ -153,10 +153,7 @@ export class DiskBackend implements CacheBackend {
       return handle.createReadStream({ highWaterMark: 1 << 20 });
     } catch (err) {
       if (errCode(err) === "ENOENT") {
-        throw new CvisorError(
-          `cache backend ${this.description}: entry ${key} has no archive`,
-          "ENOENT",
-        );
+        throw new NotFoundError(`cache backend ${this.description}: entry ${key} has no archive`);
       }
       this.fail(err, `cannot open entry ${key}`);
     }

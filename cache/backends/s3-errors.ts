@@ -1,6 +1,6 @@
 // S3 failures as one-line CvisorErrors that say whether it was the network, the credentials or
 // the bucket, and which setting to check (remote caches that fail vaguely are the complaint).
-import { CvisorError } from "../../src/core/errors.js";
+import { CvisorError, CacheError, NotFoundError, UsageError } from "../../src/core/errors.js";
 
 /** What a message needs to know about the backend. */
 export interface S3Context {
@@ -91,7 +91,7 @@ export function s3Failure(ctx: S3Context, doing: string, err: unknown): CvisorEr
     const check = ctx.customEndpoint
       ? "check AWS_ENDPOINT_URL_S3"
       : "check the network, or AWS_ENDPOINT_URL_S3 for an S3-compatible store";
-    return new CvisorError(
+    return new CacheError(
       `${at}: cannot connect to ${ctx.endpoint} (${net}; ${check})`,
       "ECONNREFUSED",
       {
@@ -102,12 +102,12 @@ export function s3Failure(ctx: S3Context, doing: string, err: unknown): CvisorEr
   const name = s3ErrorName(err);
   const status = httpStatus(err);
   if (name === "NoSuchBucket") {
-    return new CvisorError(`${at}: no such bucket ${ctx.bucket} at ${ctx.endpoint}`, "ENOENT", {
+    return new NotFoundError(`${at}: no such bucket ${ctx.bucket} at ${ctx.endpoint}`, "ENOENT", {
       cause: err,
     });
   }
   if (name === "CredentialsProviderError") {
-    return new CvisorError(
+    return new CacheError(
       `${at}: no AWS credentials found (set AWS_PROFILE, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)`,
       "EACCES",
       { cause: err },
@@ -115,14 +115,14 @@ export function s3Failure(ctx: S3Context, doing: string, err: unknown): CvisorEr
   }
   if (status === 403 || (name !== undefined && CREDENTIAL_ERRORS.has(name))) {
     const what = name && name !== "Forbidden" && name !== "UnknownError" ? `, ${name}` : "";
-    return new CvisorError(
+    return new CacheError(
       `${at}: 403 Forbidden${what} while ${doing} (${credentialHint(process.env)})`,
       "EACCES",
       { cause: err },
     );
   }
   if (status === 301 || name === "PermanentRedirect" || name === "AuthorizationHeaderMalformed") {
-    return new CvisorError(
+    return new UsageError(
       `${at}: bucket ${ctx.bucket} is not in region ${ctx.region} (set AWS_REGION)`,
       "EINVAL",
       { cause: err },
@@ -130,7 +130,7 @@ export function s3Failure(ctx: S3Context, doing: string, err: unknown): CvisorEr
   }
   const detail = [status, name].filter((part) => part !== undefined).join(" ");
   const message = firstLine(fields(err).message);
-  return new CvisorError(
+  return new CacheError(
     `${at}: ${doing} failed: ${detail}${detail && message ? ": " : ""}${message}`,
     "EIO",
     { cause: err },

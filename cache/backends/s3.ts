@@ -21,7 +21,7 @@ import {
   type S3ClientConfig,
 } from "@aws-sdk/client-s3";
 import { Upload } from "@aws-sdk/lib-storage";
-import { CvisorError } from "../../src/core/errors.js";
+import { CacheError, NotFoundError, UsageError } from "../../src/core/errors.js";
 import {
   CacheDamagedError,
   CacheExistsError,
@@ -70,7 +70,7 @@ export function parseS3Url(url: string): S3Location {
   const match = /^s3:\/\/([^/?#]*)(?:\/(.*))?$/.exec(url);
   const bucket = match?.[1] ?? "";
   if (!match || !/^[a-z0-9][a-z0-9._-]{1,254}$/i.test(bucket)) {
-    throw new CvisorError(
+    throw new UsageError(
       `invalid S3 cache location ${JSON.stringify(url)}: expected s3://BUCKET or s3://BUCKET/PREFIX`,
       "CV_ERR_INVALID",
     );
@@ -81,7 +81,7 @@ export function parseS3Url(url: string): S3Location {
       validateKey(prefix);
     } catch (err) {
       const why = err instanceof Error ? err.message.replace(/^.*?: /, "") : "";
-      throw new CvisorError(`invalid S3 cache prefix in ${url}: ${why}`, "CV_ERR_INVALID");
+      throw new UsageError(`invalid S3 cache prefix in ${url}: ${why}`, "CV_ERR_INVALID");
     }
   }
   return {
@@ -106,7 +106,7 @@ function envFlag(env: NodeJS.ProcessEnv, name: string): boolean | undefined {
   if (value === undefined || value === "") return undefined;
   if (["1", "true", "yes", "on"].includes(value)) return true;
   if (["0", "false", "no", "off"].includes(value)) return false;
-  throw new CvisorError(
+  throw new UsageError(
     `${name} must be 1 or 0 (got ${JSON.stringify(env[name])})`,
     "CV_ERR_INVALID",
   );
@@ -227,7 +227,7 @@ class S3Backend implements CacheBackend {
 
   async open(key: string): Promise<Readable> {
     const stored = await this.readMeta(validateKey(key));
-    if (!stored) throw new CvisorError(`${this.description}: no cache entry ${key}`, "ENOENT");
+    if (!stored) throw new NotFoundError(`${this.description}: no cache entry ${key}`);
     try {
       const out = await this.client.send(
         new GetObjectCommand({
@@ -239,9 +239,8 @@ class S3Backend implements CacheBackend {
       return out.Body;
     } catch (err) {
       if (s3ErrorName(err) === "NoSuchKey") {
-        throw new CvisorError(
+        throw new NotFoundError(
           `${this.description}: the archive of cache entry ${key} is missing (${stored.archive}); remove the entry`,
-          "ENOENT",
         );
       }
       throw s3Failure(this.context, `downloading the archive of ${key}`, err);
@@ -343,7 +342,7 @@ class S3Backend implements CacheBackend {
     const bodyFailed = (): unknown =>
       failure.error ??
       (body.destroyed && !body.readableEnded
-        ? new CvisorError(`${this.description}: the archive of ${key} ended early`, "EIO")
+        ? new CacheError(`${this.description}: the archive of ${key} ended early`, "EIO")
         : undefined);
     try {
       await upload.done();
@@ -451,7 +450,7 @@ class S3Backend implements CacheBackend {
   private checkName(name: string, key: string): void {
     const bytes = Buffer.byteLength(name);
     if (bytes > MAX_OBJECT_NAME) {
-      throw new CvisorError(
+      throw new UsageError(
         `${this.description}: cache key ${JSON.stringify(key.slice(0, 80))} is too long for S3 (its object name is ${bytes} bytes, at most ${MAX_OBJECT_NAME})`,
         "CV_ERR_INVALID",
       );

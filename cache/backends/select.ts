@@ -3,7 +3,7 @@
 // `s3://BUCKET/PREFIX`. The S3 backend (./s3.js, and the AWS SDK behind it) is imported only for
 // an s3:// spec: no other command path loads it.
 import { resolve } from "node:path";
-import { CvisorError } from "../../src/core/errors.js";
+import { CvisorError, UsageError } from "../../src/core/errors.js";
 import { cacheDir } from "../../src/paths.js";
 import type { CacheBackend } from "../backend.js";
 import { openDiskBackend } from "./disk.js";
@@ -29,9 +29,8 @@ export function backendSpec(
 
 function bad(s: BackendSpec, why: string): CvisorError {
   const from = s.source === "default" ? "" : ` (from ${s.source})`;
-  return new CvisorError(
+  return new UsageError(
     `invalid cache backend ${JSON.stringify(s.spec)}${from}: ${why}; use disk, disk:/PATH or s3://BUCKET/PREFIX`,
-    "EUSAGE",
   );
 }
 

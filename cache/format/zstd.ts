@@ -1,7 +1,7 @@
 // `--format zstd`: the tar stream through zstd-napi (libzstd, level 3 like zstd(1)). The native
 // module is imported only when a zstd archive is made or read.
 import type { Transform } from "node:stream";
-import { CvisorError } from "../../src/core/errors.js";
+import { CacheError } from "../../src/core/errors.js";
 import type { Codec } from "./codec.js";
 
 type ZstdModule = typeof import("zstd-napi");
@@ -14,7 +14,7 @@ async function zstd(): Promise<ZstdModule> {
     loaded = await import("zstd-napi");
   } catch (err) {
     const message = err instanceof Error ? err.message.split("\n")[0] : String(err);
-    throw new CvisorError(`--format zstd: cannot load zstd-napi (${message})`, "ENOTSUP", {
+    throw new CacheError(`--format zstd: cannot load zstd-napi (${message})`, "ENOTSUP", {
       cause: err,
     });
   }

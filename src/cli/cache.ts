@@ -9,7 +9,7 @@ import { backendSpec, openBackend } from "../../cache/backends/select.js";
 import { newerFirst } from "../../cache/lookup.js";
 import { restoreCache, type RestoreTarget } from "../../cache/restore.js";
 import { saveCache, type CacheSource } from "../../cache/save.js";
-import { CvisorError } from "../core/errors.js";
+import { CvisorError, NotFoundError, UsageError } from "../core/errors.js";
 import { defaultHiddenPaths } from "../paths.js";
 import type { Skipped } from "../sandbox/copy-tree.js";
 import { useNamed, type SandboxInUse } from "../sandbox/open-layer.js";
@@ -22,7 +22,7 @@ import type { StoreCommandPlan } from "./plan.js";
 const SB = "sb:";
 
 function usage(message: string): CvisorError {
-  return new CvisorError(message, "EUSAGE");
+  return new UsageError(message);
 }
 
 /** A progress line on stderr (a terminal only), redrawn at most every 100 ms. */
@@ -273,7 +273,7 @@ export async function cache(plan: StoreCommandPlan): Promise<number> {
       const removed: string[] = [];
       for (const k of keys) if (await backend.remove(k)) removed.push(k);
       if (key !== undefined && removed.length === 0) {
-        throw new CvisorError(`no cache entry ${key} in ${backend.description}`, "ENOENT");
+        throw new NotFoundError(`no cache entry ${key} in ${backend.description}`);
       }
       const damaged = bad.length > 0 ? await backend.removeDamaged(bad) : 0;
       if (json) out({ backend: backend.description, removed, ...(damaged ? { damaged } : {}) });

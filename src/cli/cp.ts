@@ -6,7 +6,8 @@
 // warnings on stderr; a progress line shows on stderr when it is a terminal and the copy grows
 // large; --json prints a summary on stdout.
 import { isatty } from "node:tty";
-import { CvisorError } from "../core/errors.js";
+import { CopyError, CvisorError, restated, UsageError } from "../core/errors.js";
+import { errCode } from "../store/fd-path.js";
 import { defaultHiddenPaths } from "../paths.js";
 import { checkHostSources, copyIn } from "../sandbox/copy-in.js";
 import { copyOut } from "../sandbox/copy-out.js";
@@ -26,7 +27,7 @@ const PROGRESS_FILES = 2000;
 const PROGRESS_EVERY_MS = 100;
 
 function usage(message: string): CvisorError {
-  return new CvisorError(message, "EUSAGE");
+  return new UsageError(message);
 }
 
 export interface CpOperands {
@@ -127,10 +128,9 @@ export async function cp(plan: StoreCommandPlan): Promise<number> {
     progress.clear();
     if (err instanceof CvisorError && err.code === "ENOSANDBOX") throw err;
     const message = err instanceof Error ? err.message : String(err);
-    const code = err instanceof CvisorError ? err.code : "ECP";
-    throw new CvisorError(message.startsWith("cp") ? message : `cp: ${message}`, code, {
-      cause: err,
-    });
+    const said = message.startsWith("cp") ? message : `cp: ${message}`;
+    if (err instanceof CvisorError) throw restated(err, said);
+    throw new CopyError(said, errCode(err) ?? "ECP", { cause: err });
   }
   progress.clear();
   if (plan.json) {

@@ -1,7 +1,7 @@
 // `cvisor [--sandbox NAME] diff [--json]`: what the sandbox changed against the host, one
 // `A|C|D PATH` line each, as `docker diff` prints them: the upper and the read-only snapshot
 // layers under it, together, against the host.
-import { CvisorError } from "../core/errors.js";
+import { NotFoundError } from "../core/errors.js";
 import { existsSync } from "node:fs";
 import { layerChanges } from "../sandbox/changes.js";
 import { sandboxLowers } from "../sandbox/lowers.js";
@@ -14,7 +14,7 @@ import type { StoreCommandPlan } from "./plan.js";
 export function existingSandbox(name: string): string {
   const dir = `${sandboxesDir()}/${name}`;
   if (readMeta(dir, name) === undefined) {
-    throw new CvisorError(`no sandbox named ${name} (cvisor ls lists them)`, "ENOSANDBOX");
+    throw new NotFoundError(`no sandbox named ${name} (cvisor ls lists them)`, "ENOSANDBOX");
   }
   return dir;
 }

@@ -1,15 +1,5 @@
-// The CLI's own failure: a one-line message and the exit code to leave with.
-
-/** Thrown by commands; main.ts prints `cvisor: <message>` and exits with exitCode. */
-export class CliError extends Error {
-  readonly exitCode: number;
-
-  constructor(message: string, exitCode: number) {
-    super(message);
-    this.name = "CliError";
-    this.exitCode = exitCode;
-  }
-}
+// The CLI's failures are the library's (src/core/errors.ts: one class per kind, each with its
+// exit code); main.ts's report() is the one place that renders them, as one line.
 
 // Shared with the layers below the CLI (snapshots report leftovers they cleaned up).
 export { writeStderr } from "../core/stderr.js";

@@ -17,7 +17,7 @@ import { getSystemErrorMap } from "node:util";
 import { pack as tarPack, type Header } from "tar-stream";
 
 type EntryHeader = Partial<Header> & { name: string };
-import { CvisorError } from "../core/errors.js";
+import { CopyError } from "../core/errors.js";
 import { OPAQUE_MARKER, WHITEOUT_PREFIX } from "../sandbox/layer-names.js";
 import { shownText, walkEffective } from "../sandbox/effective-layer.js";
 import { ownerRecord, removeDeadLeftovers } from "../store/owner.js";
@@ -166,7 +166,7 @@ export async function exportLayer(plan: StoreCommandPlan): Promise<number> {
       await cleanedUpOnSignal(() => rmSync(tmp, { force: true }), write);
     } catch (err) {
       rmSync(tmp, { force: true });
-      throw new CvisorError(`cannot write ${file}: ${errorText(err)}`, "EEXPORT");
+      throw new CopyError(`cannot write ${file}: ${errorText(err)}`, "EEXPORT");
     }
   }
   if (plan.json) writeStderr(`${JSON.stringify(summary)}\n`);

@@ -10,7 +10,7 @@
 // top-level await.
 import { CvisorError } from "../core/errors.js";
 import { exitNow, setPackageAnchor } from "../core/native.js";
-import { CliError, writeStderr } from "./errors.js";
+import { writeStderr } from "./errors.js";
 import { EXIT_CVISOR, EXIT_SIGPIPE } from "./exit-codes.js";
 import { fastParse } from "./fast-parse.js";
 import type { Plan } from "./plan.js";
@@ -59,7 +59,7 @@ function report(err: unknown): number {
   const line = message.split("\n")[0] ?? message;
   writeStderr(`cvisor: ${line}\n`);
   if (debug && err instanceof Error && err.stack) writeStderr(`${err.stack}\n`);
-  if (err instanceof CliError || err instanceof CvisorError) return err.exitCode;
+  if (err instanceof CvisorError) return err.exitCode;
   return EXIT_CVISOR;
 }
 

@@ -10,8 +10,9 @@ import * as native from "../core/native.js";
 import { finishRun, runSpec } from "../sandbox/native-run.js";
 import { toRunResult } from "../sandbox/result.js";
 import { closeLayer, openLayer } from "../sandbox/open-layer.js";
-import { CliError, writeStderr } from "./errors.js";
-import { denialHints, EXIT_CVISOR, jsonReport, runMessage } from "./exit-codes.js";
+import { NotFoundError, UsageError } from "../core/errors.js";
+import { writeStderr } from "./errors.js";
+import { denialHints, jsonReport, runMessage } from "./exit-codes.js";
 import type { RunPlan } from "./plan.js";
 
 /** Runs the plan; resolves to the exit code of cvisor. */
@@ -68,9 +69,9 @@ function checkWorkdir(dir: string): void {
   try {
     isDir = statSync(dir).isDirectory();
   } catch {
-    throw new CliError(`--workdir ${dir}: no such directory`, EXIT_CVISOR);
+    throw new NotFoundError(`--workdir ${dir}: no such directory`);
   }
-  if (!isDir) throw new CliError(`--workdir ${dir}: not a directory`, EXIT_CVISOR);
+  if (!isDir) throw new UsageError(`--workdir ${dir}: not a directory`);
 }
 
 /** "EACCES" → "permission denied", from the C library's strerror. */

@@ -1,16 +1,16 @@
 // `cvisor snapshots [ls] [--json]`: the snapshots (id, sandbox, created, size, parent, layers);
 // `cvisor snapshots rm [--force] ID...`: removes them (refused while something uses one, unless
 // --force, which says what breaks).
-import { CvisorError } from "../core/errors.js";
+import { CvisorError, UsageError } from "../core/errors.js";
 import { listSnapshots, removeSnapshot, type RemoveResult } from "../../snapshots/ops.js";
-import { CliError, writeStderr } from "./errors.js";
+import { writeStderr } from "./errors.js";
 import { EXIT_CVISOR, EXIT_OK } from "./exit-codes.js";
 import { humanBytes, humanTime, writeTable } from "./human.js";
 import type { StoreCommandPlan } from "./plan.js";
 import { reportLeftovers } from "./snapshot.js";
 
-function usage(message: string): CliError {
-  return new CliError(`${message} (see cvisor snapshots --help)`, EXIT_CVISOR);
+function usage(message: string): UsageError {
+  return new UsageError(`${message} (see cvisor snapshots --help)`);
 }
 
 export function snapshots(plan: StoreCommandPlan): Promise<number> {

@@ -4,7 +4,7 @@ import { existsSync, realpathSync } from "node:fs";
 import { constants as osConstants } from "node:os";
 import { dirname, join } from "node:path";
 import type * as Koffi from "koffi";
-import { CvisorError, cvErrorName, CV_ERROR } from "./errors.js";
+import { coreError, cvErrorName, CV_ERROR, SetupError, UsageError } from "./errors.js";
 
 /** CV_ABI_VERSION of the header this binding was written against. */
 export const ABI_VERSION = 4;
@@ -129,7 +129,7 @@ export function setPackageAnchor(file: string, isRealPath = false): void {
 export function packageRoot(): string {
   if (root !== undefined) return root;
   const fail = (why: string) =>
-    new CvisorError(`cannot find the cvisor package root: ${why}`, "ENOROOT");
+    new SetupError(`cannot find the cvisor package root: ${why}`, "ENOROOT");
   if (anchor === undefined) throw fail("no entry point set it");
   let dir: string;
   try {
@@ -168,7 +168,7 @@ function lib(): Binding {
   try {
     handle = koffi.load(path);
   } catch (err) {
-    throw new CvisorError(`cannot load ${path}: ${firstLine(err)} ${hint}`, "ENATIVE");
+    throw new SetupError(`cannot load ${path}: ${firstLine(err)} ${hint}`, "ENATIVE");
   }
   if (!typesDeclared) declareTypes(koffi);
   typesDeclared = true;
@@ -176,7 +176,7 @@ function lib(): Binding {
   const version = binding.abiVersion();
   if (version !== ABI_VERSION) {
     binding = undefined;
-    throw new CvisorError(
+    throw new SetupError(
       `${path} has ABI version ${version}, this cvisor needs ${ABI_VERSION} ${hint}`,
       "ENATIVE",
     );
@@ -247,7 +247,7 @@ function loadKoffi(): typeof Koffi {
   // is fetched only here, since loading it pulls in the ESM loader (Node >= 20.16 has this API).
   const modules = process.getBuiltinModule?.("node:module");
   if (!modules) {
-    throw new CvisorError("cannot load koffi: no prebuilt module found (Node < 20.16)", "ENATIVE");
+    throw new SetupError("cannot load koffi: no prebuilt module found (Node < 20.16)", "ENATIVE");
   }
   return modules.createRequire(join(root, "package.json"))("koffi") as typeof Koffi;
 }
@@ -343,7 +343,7 @@ function declare(h: Koffi.LibraryHandle, path: string, koffi: typeof Koffi): Bin
         try {
           fn = h.func(PROTOTYPES[key]);
         } catch (err) {
-          throw new CvisorError(
+          throw new SetupError(
             `${path} is incomplete: ${firstLine(err)} (build it with: npm run build:native)`,
             "ENATIVE",
           );
@@ -405,7 +405,7 @@ const ERROR_TEXT: Record<keyof typeof CV_ERROR, string> = {
 };
 
 function check(rc: number, what: string): number {
-  if (rc < 0) throw new CvisorError(`${what}: ${strerror(rc)}`, errorCode(rc));
+  if (rc < 0) throw coreError(`${what}: ${strerror(rc)}`, errorCode(rc));
   return rc;
 }
 
@@ -420,7 +420,7 @@ export class NativeRun {
 
   /** The live pointer, or a CvisorError once freed. */
   get ptr(): Ptr {
-    if (this.#ptr === null) throw new CvisorError("run already freed", "CV_ERR_STATE");
+    if (this.#ptr === null) throw new UsageError("run already freed", "CV_ERR_STATE");
     return this.#ptr;
   }
 
@@ -439,7 +439,7 @@ export class NativeRun {
 export function createRun(spec: RunSpec): NativeRun {
   const b = lib();
   const ptr = b.runNew(spec.helperPath);
-  if (ptr === null) throw new CvisorError("cv_run_new: out of memory", "CV_ERR_NOMEM");
+  if (ptr === null) throw new SetupError("cv_run_new: out of memory", "CV_ERR_NOMEM");
   const run = new NativeRun(ptr);
   try {
     for (const arg of spec.argv) check(b.addArg(ptr, arg), `argument ${JSON.stringify(arg)}`);
@@ -476,7 +476,7 @@ export function start(run: NativeRun): { doneFd: number } {
   check(lib().start(run.ptr, out), "cannot start the sandbox");
   const doneFd = out[0];
   if (doneFd === undefined || doneFd < 0) {
-    throw new CvisorError("cv_run_start returned no done fd", "CV_ERR_STATE");
+    throw new SetupError("cv_run_start returned no done fd", "CV_ERR_STATE");
   }
   return { doneFd };
 }
@@ -489,7 +489,7 @@ export function start(run: NativeRun): { doneFd: number } {
  */
 export function waitForwarding(run: NativeRun, interactive: boolean): number {
   const rc = lib().waitForwarding(run.ptr, interactive ? 1 : 0);
-  if (rc < 0) throw new CvisorError(`cannot wait for the sandbox: ${strerror(rc)}`, errorCode(rc));
+  if (rc < 0) throw new SetupError(`cannot wait for the sandbox: ${strerror(rc)}`, errorCode(rc));
   return rc;
 }
 

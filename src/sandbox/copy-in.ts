@@ -37,7 +37,7 @@ import {
   type Stats,
 } from "node:fs";
 import { basename, dirname, resolve } from "node:path";
-import { CvisorError } from "../core/errors.js";
+import { CopyError, NotFoundError, StoreError, UsageError } from "../core/errors.js";
 import { OPAQUE_MARKER, WHITEOUT_PREFIX } from "./layer-names.js";
 import {
   placement,
@@ -96,7 +96,7 @@ interface HostEntry extends SourceEntry {
  */
 export function upperDirOf(view: MergedView, dir: ViewDir, work: string): number {
   if (dir.upperFd !== undefined) return dir.upperFd;
-  if (dir.parent === undefined) throw new CvisorError("the sandbox has no upper layer", "ESTORE");
+  if (dir.parent === undefined) throw new StoreError("the sandbox has no upper layer");
   const parentFd = upperDirOf(view, dir.parent, work);
   const tmp = `${work}/${UPPER_DIR_STAGING}${ownerRecord()}`;
   mkdirSync(tmp, { mode: 0o700 });
@@ -137,10 +137,10 @@ export function checkHostSources(texts: readonly string[]): HostSource[] {
           : c === "ENOTDIR"
             ? "not a directory"
             : fsErrorText(err);
-      throw new CvisorError(`${text}: ${why}`, c ?? "ENOENT");
+      throw new NotFoundError(`${text}: ${why}`, c ?? "ENOENT");
     }
     if ((spec.contentsOnly || spec.trailingSlash) && !st.isDirectory()) {
-      throw new CvisorError(`${text}: not a directory`, "ENOTDIR");
+      throw new NotFoundError(`${text}: not a directory`, "ENOTDIR");
     }
     return { spec, entry: { name: basename(path), shown: path, st, path, top: true } };
   });
@@ -286,7 +286,7 @@ class UpperTree implements TreeDest<ViewDir> {
 }
 
 function upperFdOf(dir: ViewDir): number {
-  if (dir.upperFd === undefined) throw new CvisorError(`sb:${dir.vpath}: not open`, "ECP");
+  if (dir.upperFd === undefined) throw new CopyError(`sb:${dir.vpath}: not open`);
   return dir.upperFd;
 }
 
@@ -386,18 +386,18 @@ export async function copyIn(
     try {
       target = view.resolve(dst, true);
     } catch (err) {
-      if (err instanceof ViewError) throw new CvisorError(`sb:${err.message}`, err.code);
+      if (err instanceof ViewError) throw new NotFoundError(`sb:${err.message}`, err.code);
       throw err;
     }
     const there = target.entry?.st;
     const state = there === undefined ? "missing" : there.isDirectory() ? "dir" : "other";
     const plans = srcs.map((s) => {
       const p = placement(s.spec, s.entry.st.isDirectory(), `sb:${dst}`, state, srcs.length > 1);
-      if ("error" in p) throw new CvisorError(p.error, "EUSAGE");
+      if ("error" in p) throw new UsageError(p.error);
       return { ...s, kind: p.kind };
     });
     if (state !== "dir" && upper.refuseName(target.name) !== undefined) {
-      throw new CvisorError(`sb:${dst}: names starting with .wh. are reserved`, "EUSAGE");
+      throw new UsageError(`sb:${dst}: names starting with .wh. are reserved`);
     }
     const none = IgnoreRules.none();
     const parentDir = upper.live(target.parent);

@@ -28,7 +28,7 @@ import {
   type Stats,
 } from "node:fs";
 import { basename, dirname, resolve } from "node:path";
-import { CvisorError } from "../core/errors.js";
+import { NotFoundError, UsageError } from "../core/errors.js";
 import {
   fileTimes,
   fsErrorText,
@@ -257,14 +257,14 @@ function resolveSource(view: MergedView, text: string): { spec: SourceSpec; r: R
   try {
     r = view.resolve(text, follow);
   } catch (err) {
-    if (err instanceof ViewError) throw new CvisorError(`sb:${err.message}`, err.code);
+    if (err instanceof ViewError) throw new NotFoundError(`sb:${err.message}`, err.code);
     throw err;
   }
   if (r.entry === undefined) {
-    throw new CvisorError(`sb:${text}: no such file or directory`, "ENOENT");
+    throw new NotFoundError(`sb:${text}: no such file or directory`);
   }
   if (follow && !r.entry.st.isDirectory()) {
-    throw new CvisorError(`sb:${text}: not a directory`, "ENOTDIR");
+    throw new NotFoundError(`sb:${text}: not a directory`, "ENOTDIR");
   }
   return { spec, r };
 }
@@ -294,7 +294,7 @@ export async function copyOut(
       there = statSync(abs, { throwIfNoEntry: false });
     } catch (err) {
       if (errCode(err) !== "ENOTDIR") throw err;
-      throw new CvisorError(`${dst}: no such directory`, "ENOTDIR");
+      throw new NotFoundError(`${dst}: no such directory`, "ENOTDIR");
     }
     const state = there === undefined ? "missing" : there.isDirectory() ? "dir" : "other";
     const plans = srcs.map((s) => {
@@ -306,7 +306,7 @@ export async function copyOut(
         state,
         srcs.length > 1,
       );
-      if ("error" in p) throw new CvisorError(p.error, "EUSAGE");
+      if ("error" in p) throw new UsageError(p.error);
       return { ...s, kind: p.kind };
     });
     // The directory the copy lands in: the destination, or the one that will hold it.
@@ -316,7 +316,7 @@ export async function copyOut(
     } catch (err) {
       const c = errCode(err);
       const why = c === "ENOENT" || c === "ENOTDIR" ? "no such directory" : fsErrorText(err);
-      throw new CvisorError(`${dirname(abs)}: ${why}`, c ?? "ENOENT", { cause: err });
+      throw new NotFoundError(`${dirname(abs)}: ${why}`, c ?? "ENOENT", { cause: err });
     }
     settleStaged(rootPath, STAGING, rootPath);
     const staged = new StagedDest(inner, new HostStager(root));

@@ -8,7 +8,7 @@
 // is looked at with lstat: a directory is merged into, a file or symlink is replaced (never
 // written through), a directory where a non-directory goes (or the reverse) is an error.
 import { closeSync, readSync, writeSync, type Stats } from "node:fs";
-import { CvisorError } from "../core/errors.js";
+import { CvisorError, CopyError } from "../core/errors.js";
 import { errCode, identity } from "../store/fd-path.js";
 import { enterIgnoreFiles, IgnoreRules, type IgnoreSource } from "./ignore-rules.js";
 
@@ -261,10 +261,9 @@ export class TreeCopier<D, T> {
         const there = this.dst.lookup(dstDir, name);
         if (there !== undefined && !there.isDirectory()) {
           const what = there.isSymbolicLink() ? "the symlink" : "the non-directory";
-          throw new CvisorError(
+          throw new CopyError(
             `cannot copy the directory ${e.shown} over ${what} ${this.dst.shown(dstDir, name)}` +
               (there.isSymbolicLink() ? " (symlinks at the destination are never followed)" : ""),
-            "ECP",
           );
         }
         let srcChild: D;
@@ -295,7 +294,7 @@ export class TreeCopier<D, T> {
       }
     } catch (err) {
       if (err instanceof CvisorError) throw err;
-      throw new CvisorError(`${e.shown}: ${fsErrorText(err)}`, errCode(err) ?? "ECP", {
+      throw new CopyError(`${e.shown}: ${fsErrorText(err)}`, errCode(err) ?? "ECP", {
         cause: err,
       });
     }
@@ -326,9 +325,8 @@ export class TreeCopier<D, T> {
 
   private mustNotBeDir(dstDir: T, name: string, what: string): void {
     if (this.dst.lookup(dstDir, name)?.isDirectory()) {
-      throw new CvisorError(
+      throw new CopyError(
         `cannot overwrite the directory ${this.dst.shown(dstDir, name)} with ${what}`,
-        "ECP",
       );
     }
   }

@@ -1,5 +1,5 @@
 // Parses durations as users write them ("500ms", "5s", "2m", "1h", "1.5s", "250").
-import { CvisorError } from "../core/errors.js";
+import { CvisorError, UsageError } from "../core/errors.js";
 
 const UNIT_MS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
 
@@ -23,7 +23,7 @@ export function parseDuration(value: number | string): number {
 }
 
 function invalid(value: number | string): CvisorError {
-  return new CvisorError(
+  return new UsageError(
     `invalid duration: ${String(value)} (use e.g. 500ms, 5s, 2m)`,
     "EINVALID_DURATION",
   );

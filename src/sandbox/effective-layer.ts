@@ -19,7 +19,7 @@ import {
   readdirSync,
   type Stats,
 } from "node:fs";
-import { CvisorError } from "../core/errors.js";
+import { StoreError } from "../core/errors.js";
 import { OPAQUE_MARKER, WHITEOUT_PREFIX } from "./layer-names.js";
 import { at, closeQuietly, errCode, fdPath } from "../store/fd-path.js";
 
@@ -200,12 +200,12 @@ export function* walkEffective(
         if (!st.isDirectory())
           throw Object.assign(new Error("not a directory"), { code: "ENOTDIR" });
       } catch (err) {
-        throw new CvisorError(`layer ${root}: ${errCode(err) ?? String(err)}`, "ELAYER", {
+        throw new StoreError(`layer ${root}: ${errCode(err) ?? String(err)}`, "ELAYER", {
           cause: err,
         });
       }
       const d = openLayerDir(i, Buffer.from(root), st, opts);
-      if (d === undefined) throw new CvisorError(`layer ${root}: cannot be read`, "ELAYER");
+      if (d === undefined) throw new StoreError(`layer ${root}: cannot be read`, "ELAYER");
       dirs.push(d);
       stop = d.opaque;
     }

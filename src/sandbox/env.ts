@@ -1,6 +1,6 @@
 // Builds the guest environment: a short list of harmless host variables, never the whole
 // host environment (it may hold credentials), then the caller's additions.
-import { CvisorError } from "../core/errors.js";
+import { UsageError } from "../core/errors.js";
 
 /** Host variables passed through by default, when set. */
 export const DEFAULT_ENV_KEYS: readonly string[] = [
@@ -58,7 +58,7 @@ export function buildEnv(
 export function envStrings(env: Readonly<Record<string, string>>): string[] {
   return Object.entries(env).map(([key, value]) => {
     if (key === "" || key.includes("=") || key.includes("\0") || value.includes("\0")) {
-      throw new CvisorError(`invalid environment variable: ${JSON.stringify(key)}`, "EINVALID_ENV");
+      throw new UsageError(`invalid environment variable: ${JSON.stringify(key)}`, "EINVALID_ENV");
     }
     return `${key}=${value}`;
   });

@@ -15,7 +15,7 @@ import {
   readdirSync,
   rmdirSync,
 } from "node:fs";
-import { CvisorError } from "../core/errors.js";
+import { SetupError } from "../core/errors.js";
 import { ephemeralRootCandidates } from "../paths.js";
 import { removeTree } from "../store/remove-tree.js";
 import { errCode } from "../store/fd-path.js";
@@ -53,13 +53,13 @@ export function ephemeralRoot(env: NodeJS.ProcessEnv = process.env): string {
       return dir;
     }
     if (i === candidates.length - 1) {
-      throw new CvisorError(
+      throw new SetupError(
         `cannot keep ephemeral sandboxes in ${dir}: ${problem} (fix it, or set CVISOR_HOME)`,
         "EEPHEMERAL",
       );
     }
   }
-  throw new CvisorError("no place for ephemeral sandboxes", "EEPHEMERAL");
+  throw new SetupError("no place for ephemeral sandboxes", "EEPHEMERAL");
 }
 
 /** Makes sure dir is a directory of ours, mode 0700; null when it is, else what is wrong. */
@@ -140,7 +140,7 @@ export function openEphemeral(env: NodeJS.ProcessEnv = process.env): EphemeralSa
         continue;
       }
       if (errCode(err) !== "EEXIST") {
-        throw new CvisorError(
+        throw new SetupError(
           `cannot create an ephemeral sandbox in ${base}: ${errCode(err) ?? String(err)}`,
           "EEPHEMERAL",
           { cause: err },

@@ -1,7 +1,7 @@
 // Managing named sandboxes (cvisor ls, rm): listing, disk usage, live runs, removal. Not on
 // the run path (kept out of ./open-layer.ts, which is, so the CLI bundle stays small).
 import { lstatSync, readdirSync, renameSync } from "node:fs";
-import { CvisorError } from "../core/errors.js";
+import { CvisorError, ConflictError, NotFoundError, StoreError } from "../core/errors.js";
 import { liveRuns } from "../store/runs.js";
 import { removeTree } from "../store/remove-tree.js";
 import { settleJournal } from "../store/journal.js";
@@ -40,7 +40,7 @@ export function listSandboxes(env: NodeJS.ProcessEnv = process.env): SandboxInfo
     names = readdirSync(base);
   } catch (err) {
     if (errCode(err) === "ENOENT") return [];
-    throw new CvisorError(`cannot list ${base}: ${errCode(err) ?? String(err)}`, "ESTORE");
+    throw new StoreError(`cannot list ${base}: ${errCode(err) ?? String(err)}`);
   }
   const out: SandboxInfo[] = [];
   for (const name of names.sort()) {
@@ -117,14 +117,14 @@ export function removeSandbox(name: string, env: NodeJS.ProcessEnv = process.env
     exists = true; // a damaged record is removed like any other: nothing else can
   }
   if (!exists) {
-    throw new CvisorError(`no sandbox named ${name} (cvisor ls lists them)`, "ENOSANDBOX");
+    throw new NotFoundError(`no sandbox named ${name} (cvisor ls lists them)`, "ENOSANDBOX");
   }
   // A snapshot, rollback or branch under way: wait for it (or finish a killed one's).
   settleJournal(dir, name, env);
   const live = liveRuns(dir);
   if (live.length > 0) {
     const pids = live.map((r) => r.split("-")[0]).join(", ");
-    throw new CvisorError(
+    throw new ConflictError(
       `sandbox ${name} is in use by a run (pid ${pids}): wait for it to end, then remove it`,
       "EBUSY",
     );
@@ -133,10 +133,7 @@ export function removeSandbox(name: string, env: NodeJS.ProcessEnv = process.env
   try {
     renameSync(dir, trash);
   } catch (err) {
-    throw new CvisorError(
-      `cannot remove sandbox ${name}: ${errCode(err) ?? String(err)}`,
-      "ESTORE",
-    );
+    throw new StoreError(`cannot remove sandbox ${name}: ${errCode(err) ?? String(err)}`);
   }
   removeTree(trash);
   sweepTrash(base);

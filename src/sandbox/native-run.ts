@@ -1,7 +1,7 @@
 // The steps of a run that do not depend on how its end is awaited, shared by Sandbox (the done
 // fd watched from the event loop) and the CLI (a blocking cv_run_wait_forwarding).
 import { resolve as resolvePath } from "node:path";
-import { CvisorError } from "../core/errors.js";
+import { UsageError } from "../core/errors.js";
 import * as native from "../core/native.js";
 import { defaultHiddenPaths } from "../paths.js";
 import { parseDuration } from "./duration.js";
@@ -16,16 +16,16 @@ export function checkArgv(argv: readonly string[]): void {
     // run("echo hi"): a shell line where an argv belongs (a string is not split, as execa's
     // execa() would not either); say what to pass instead.
     const words = JSON.stringify((argv as string).trim().split(/\s+/).filter(Boolean));
-    throw new CvisorError(
+    throw new UsageError(
       `run() takes the command as an argv array, such as ${words}; for a shell line, run(["/bin/sh", "-c", ${JSON.stringify(argv)}])`,
       "CV_ERR_INVALID",
     );
   }
   if (!Array.isArray(argv) || argv.length === 0) {
-    throw new CvisorError("empty command: run() needs at least a program name", "CV_ERR_INVALID");
+    throw new UsageError("empty command: run() needs at least a program name", "CV_ERR_INVALID");
   }
   if (!argv.every((arg) => typeof arg === "string")) {
-    throw new CvisorError("every argument of run() must be a string", "CV_ERR_INVALID");
+    throw new UsageError("every argument of run() must be a string", "CV_ERR_INVALID");
   }
 }
 

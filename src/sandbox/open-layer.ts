@@ -2,7 +2,7 @@
 // sb:), opens: the sandbox's layers, with its run record made and what killed operations left
 // settled first. The store itself is ../store/.
 import { existsSync, rmSync } from "node:fs";
-import { CvisorError } from "../core/errors.js";
+import { NotFoundError, StoreError } from "../core/errors.js";
 import { ephemeralRootCandidates } from "../paths.js";
 import { settleJournal } from "../store/journal.js";
 import { markRunning } from "../store/runs.js";
@@ -107,7 +107,7 @@ export function useNamed(
     !create &&
     readMeta(`${sandboxesDir(env)}/${validateSandboxName(name)}`, name) === undefined
   ) {
-    throw new CvisorError(`no sandbox named ${name} (cvisor ls lists them)`, "ENOSANDBOX");
+    throw new NotFoundError(`no sandbox named ${name} (cvisor ls lists them)`, "ENOSANDBOX");
   }
   const named = openNamed(name, env);
   named.running = markRunning(named.dir);
@@ -134,15 +134,14 @@ function namedLowers(dir: string, name: string, env: NodeJS.ProcessEnv): string[
   if (existsSync(`${dir}/journal.json`)) settleJournal(dir, name, env);
   const meta = readMeta(dir, name);
   if (meta === undefined) {
-    throw new CvisorError(`sandbox ${name} was removed while the run started`, "ENOSANDBOX");
+    throw new NotFoundError(`sandbox ${name} was removed while the run started`, "ENOSANDBOX");
   }
   const trees = chainTrees(meta.chain, env);
   for (const [i, tree] of trees.entries()) {
     if (!existsSync(tree)) {
-      throw new CvisorError(
+      throw new StoreError(
         `sandbox ${name}: its layer ${meta.chain[i] ?? ""} is missing (removed with ` +
           `snapshots rm --force): reset it with cvisor --sandbox ${name} branch ID, or rm it`,
-        "ESTORE",
       );
     }
   }

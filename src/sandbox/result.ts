@@ -1,5 +1,5 @@
 // Turns a decoded cv_run_result into the public RunResult (pure: unit-tested).
-import { CvisorError, cvErrorName } from "../core/errors.js";
+import { coreError, cvErrorName, SetupError } from "../core/errors.js";
 import { RUN_STATE, errnoName, signalName, type NativeRunResult } from "../core/native.js";
 import type { Denial, RunResult, RunStats } from "./types.js";
 
@@ -33,11 +33,11 @@ export function exitCodeOf(raw: NativeRunResult): number {
 export function runFailure(raw: NativeRunResult, describe: (rc: number) => string): Error | null {
   if (raw.state === RUN_STATE.FAILED) {
     const code = cvErrorName(raw.error) ?? (raw.error < 0 ? errnoName(-raw.error) : "CVISOR");
-    return new CvisorError(raw.message || describe(raw.error), code);
+    return coreError(raw.message || describe(raw.error), code);
   }
   const known: number[] = Object.values(RUN_STATE);
   if (!known.includes(raw.state)) {
-    return new CvisorError(`the native core reported an unknown run state ${raw.state}`, "ESTATE");
+    return new SetupError(`the native core reported an unknown run state ${raw.state}`, "ESTATE");
   }
   return null;
 }

@@ -2,7 +2,7 @@
 // output are watched from the event loop (net.Socket over the fds): no threadpool, no sync wait.
 import { closeSync } from "node:fs";
 import net from "node:net";
-import { CvisorError } from "../core/errors.js";
+import { UsageError } from "../core/errors.js";
 import * as native from "../core/native.js";
 import { parseDuration } from "./duration.js";
 import { checkArgv, finishRun, runSpec } from "./native-run.js";
@@ -64,7 +64,7 @@ class Stdio {
   output(stream: "stdout" | "stderr", mode: OutputMode, inherit: number): number {
     if (mode === "ignore") return -1;
     if (mode === "inherit") return inherit;
-    if (mode !== "pipe") throw new CvisorError(`invalid output mode: ${String(mode)}`, "EINVAL");
+    if (mode !== "pipe") throw new UsageError(`invalid output mode: ${String(mode)}`, "EINVAL");
     const [r, w] = this.pipe();
     this.guestEnds.push(w);
     this.captures.push({ stream, fd: r, chunks: [] });

@@ -20,7 +20,7 @@ import {
 } from "node:fs";
 import { writeStderr } from "../core/stderr.js";
 import { crashAt as crashAtStep } from "./crash-at.js";
-import { CvisorError } from "../core/errors.js";
+import { ConflictError, NotFoundError, StoreError } from "../core/errors.js";
 import { ownerRecord, ownerRecordAlive } from "./owner.js";
 import { removeTree } from "./remove-tree.js";
 import { layersDir, readMeta, writeMeta } from "./sandboxes.js";
@@ -122,9 +122,8 @@ export function readJournal(dir: string, name: string): Journal | undefined {
     text = readFileSync(journalPath(dir), "utf8");
   } catch (err) {
     if (errCode(err) === "ENOENT") return undefined;
-    throw new CvisorError(
+    throw new StoreError(
       `sandbox ${name}: cannot read ${journalPath(dir)} (${errCode(err) ?? String(err)})`,
-      "ESTORE",
     );
   }
   let j: Partial<Journal>;
@@ -134,7 +133,7 @@ export function readJournal(dir: string, name: string): Journal | undefined {
     j = {};
   }
   if (typeof j.version === "number" && j.version > 2) {
-    throw new CvisorError(
+    throw new StoreError(
       `sandbox ${name} has an operation of a newer cvisor in progress (journal version ` +
         `${j.version}): upgrade cvisor to use it`,
       "ESTORE_VERSION",
@@ -148,7 +147,7 @@ export function readJournal(dir: string, name: string): Journal | undefined {
     !Array.isArray(j.chain) ||
     (j.op !== "snapshot" && j.op !== "rollback" && j.op !== "branch")
   ) {
-    throw new CvisorError(`sandbox ${name}: ${journalPath(dir)} is damaged`, "ESTORE");
+    throw new StoreError(`sandbox ${name}: ${journalPath(dir)} is damaged`);
   }
   return j as Journal;
 }
@@ -177,7 +176,10 @@ export function acquireJournal(
       made = createExclusive(journalPath(dir), `${JSON.stringify(j)}\n`);
     } catch (err) {
       if (errCode(err) === "ENOENT") {
-        throw new CvisorError(`no sandbox named ${j.sandbox} (cvisor ls lists them)`, "ENOSANDBOX");
+        throw new NotFoundError(
+          `no sandbox named ${j.sandbox} (cvisor ls lists them)`,
+          "ENOSANDBOX",
+        );
       }
       throw err;
     }
@@ -210,7 +212,7 @@ export function settleJournal(
     if (j === undefined) return;
     if (ownerRecordAlive(j.owner)) {
       if (Date.now() > deadline) {
-        throw new CvisorError(
+        throw new ConflictError(
           `sandbox ${name} is busy: pid ${j.owner.split("-")[0] ?? "?"} is ${describe(j.op)} it`,
           "EBUSY",
         );
@@ -287,7 +289,7 @@ function ensureUpper(dir: string): void {
 /** Points the sandbox's meta.json at the journal's chain (keeps name, created, lastRun). */
 function commitMeta(dir: string, j: Journal): void {
   const meta = readMeta(dir, j.sandbox);
-  if (meta === undefined) throw new CvisorError(`sandbox ${j.sandbox} is gone`, "ENOSANDBOX");
+  if (meta === undefined) throw new NotFoundError(`sandbox ${j.sandbox} is gone`, "ENOSANDBOX");
   writeMeta(dir, { ...meta, base: j.base, chain: j.chain });
 }
 

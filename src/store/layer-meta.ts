@@ -3,7 +3,7 @@
 // lower part) have ids starting with "sq~", which no user id can ("~" is not allowed in names).
 // Entries being made are layers/.tmp~<owner record>, being removed layers/.trash~<owner record>.
 import { readdirSync, readFileSync, writeFileSync } from "node:fs";
-import { CvisorError } from "../core/errors.js";
+import { CvisorError, StoreError, UsageError } from "../core/errors.js";
 import { isLayerId, layersDir, parseVersioned, validateSandboxName } from "./sandboxes.js";
 import { errCode } from "./fd-path.js";
 
@@ -32,7 +32,7 @@ export function validateSnapshotId(id: unknown): string {
   try {
     return validateSandboxName(id);
   } catch (err) {
-    throw new CvisorError(
+    throw new UsageError(
       (err as Error).message.replace("invalid sandbox name", "invalid snapshot id"),
       "CV_ERR_INVALID",
     );
@@ -64,13 +64,11 @@ export function readLayerMeta(
     text = readFileSync(`${dir}/meta.json`, "utf8");
   } catch (err) {
     if (errCode(err) === "ENOENT" || errCode(err) === "ENOTDIR") return undefined;
-    throw new CvisorError(
+    throw new StoreError(
       `layer ${lid}: cannot read ${dir}/meta.json (${errCode(err) ?? String(err)})`,
-      "ESTORE",
     );
   }
-  const damaged = (): CvisorError =>
-    new CvisorError(`layer ${lid}: ${dir}/meta.json is damaged`, "ESTORE");
+  const damaged = (): CvisorError => new StoreError(`layer ${lid}: ${dir}/meta.json is damaged`);
   const { version, meta: m } = parseVersioned<LayerMeta>(text, damaged, {
     what: `layer ${lid}`,
     versionName: "layer version",
@@ -109,9 +107,6 @@ export function layerIds(env: NodeJS.ProcessEnv = process.env): string[] {
     return readdirSync(layersDir(env)).filter(isLayerId).sort();
   } catch (err) {
     if (errCode(err) === "ENOENT") return [];
-    throw new CvisorError(
-      `cannot list ${layersDir(env)}: ${errCode(err) ?? String(err)}`,
-      "ESTORE",
-    );
+    throw new StoreError(`cannot list ${layersDir(env)}: ${errCode(err) ?? String(err)}`);
   }
 }

@@ -11,7 +11,7 @@
 // A run without a name is ephemeral (../sandbox/ephemeral.ts); what a run opens is
 // ../sandbox/open-layer.ts.
 import { lstatSync, mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
-import { CvisorError } from "../core/errors.js";
+import { CvisorError, StoreError, UsageError } from "../core/errors.js";
 import { cvisorHome } from "../paths.js";
 import { errCode } from "./fd-path.js";
 import { makeDirs } from "./make-dirs.js";
@@ -67,7 +67,7 @@ export function validateSandboxName(name: unknown): string {
   if (typeof name === "string" && NAME.test(name) && name !== "." && name !== "..") return name;
   const shown = typeof name === "string" ? JSON.stringify(name.slice(0, 80)) : String(name);
   const clipped = typeof name === "string" && name.length > 80 ? `${shown}...` : shown;
-  throw new CvisorError(`invalid sandbox name ${clipped}: use ${NAME_RULES}`, "CV_ERR_INVALID");
+  throw new UsageError(`invalid sandbox name ${clipped}: use ${NAME_RULES}`, "CV_ERR_INVALID");
 }
 
 /** $CVISOR_HOME/sandboxes */
@@ -118,7 +118,7 @@ export function openNamed(name: string, env: NodeJS.ProcessEnv = process.env): N
     if (readMeta(dir, name) !== undefined) return sandbox;
     create(base, dir, name);
   }
-  throw new CvisorError(`sandbox ${name}: cannot create ${dir}`, "ESTORE");
+  throw new StoreError(`sandbox ${name}: cannot create ${dir}`);
 }
 
 /** The code of a sandbox whose record is damaged or missing: listed as such, and `rm` removes it. */
@@ -146,10 +146,10 @@ export function readMeta(dir: string, name: string): SandboxMeta | undefined {
         : c === "ENOTDIR"
           ? "it is not a directory"
           : `cannot read its meta.json (${c ?? String(err)})`;
-    throw new CvisorError(`sandbox ${name}: ${dir}: ${why}`, c === "ENOENT" ? DAMAGED : "ESTORE");
+    throw new StoreError(`sandbox ${name}: ${dir}: ${why}`, c === "ENOENT" ? DAMAGED : "ESTORE");
   }
   const damaged = (): CvisorError =>
-    new CvisorError(
+    new StoreError(
       `sandbox ${name}: ${dir}/meta.json is damaged; cvisor rm ${name} removes it`,
       DAMAGED,
     );
@@ -232,7 +232,7 @@ export function placeSandboxDir(
     removeTree(tmp);
     const c = errCode(err);
     if (c === "ENOTEMPTY" || c === "EEXIST") return false;
-    throw new CvisorError(`sandbox ${name}: cannot create ${dir} (${c ?? String(err)})`, "ESTORE", {
+    throw new StoreError(`sandbox ${name}: cannot create ${dir} (${c ?? String(err)})`, "ESTORE", {
       cause: err,
     });
   }
@@ -259,7 +259,7 @@ export function parseVersioned<T>(
     throw damaged();
   }
   if (version > v.max) {
-    throw new CvisorError(
+    throw new StoreError(
       `${v.what} was made by a newer cvisor (${v.versionName} ${version}; this one reads up ` +
         `to version ${v.max}): upgrade cvisor to use it`,
       "ESTORE_VERSION",

@@ -120,7 +120,7 @@ gtest(
 gtest("run() given a string says it takes an argv array", async () => {
   const sb = new Sandbox();
   await assert.rejects(sb.run("echo hi" as unknown as string[]), (err: Error) => {
-    assert.equal(err.name, "CvisorError");
+    assert.equal(err.name, "UsageError");
     assert.match(err.message, /argv array, such as \["echo","hi"\]/);
     assert.match(err.message, /\["\/bin\/sh", "-c", "echo hi"\]/);
     return true;

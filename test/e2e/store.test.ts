@@ -248,7 +248,7 @@ gtest("library: SandboxOptions.sandbox names the sandbox; a bad name throws", as
   ) as { lastRun: string | null };
   assert.ok(meta.lastRun !== null);
   assert.throws(() => new Sandbox({ sandbox: "no/slash" }), {
-    name: "CvisorError",
+    name: "UsageError",
     code: "CV_ERR_INVALID",
   });
   const eph = await new Sandbox().run(["uname", "-n"]);
@@ -283,9 +283,9 @@ gtest(
     assert.deepEqual(libEphemeral(), []);
 
     await assert.rejects(sb.run(["true"], { cwd: "/nonexistent/cvisor-e2e" }), {
-      name: "CvisorError",
+      name: "NotFoundError",
     });
-    await assert.rejects(sb.run(["true"], { env: { "A=B": "x" } }), { name: "CvisorError" });
+    await assert.rejects(sb.run(["true"], { env: { "A=B": "x" } }), { name: "UsageError" });
     assert.deepEqual(libEphemeral(), []);
   },
 );

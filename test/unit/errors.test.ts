@@ -1,9 +1,10 @@
-// The TypeScript mirror of the C ABI must not drift from native/include/cvisor.h.
+// The TypeScript mirror of the C ABI must not drift from native/include/cvisor.h; the error
+// vocabulary the library and the CLI share.
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { test } from "node:test";
-import { CV_ERROR, CvisorError, cvErrorName } from "../../src/core/errors.js";
+import { CV_ERROR, CvisorError, cvErrorName, restated } from "../../src/core/errors.js";
 import {
   ABI_VERSION,
   PROBE_RESULT_LAYOUT,
@@ -63,4 +64,34 @@ test("cvErrorName and CvisorError", () => {
   assert.equal(err.code, "CV_ERR_HELPER");
   assert.equal(err.exitCode, 125);
   assert.equal(err.message, "helper missing");
+});
+
+test("the error vocabulary: one class per kind, each a CvisorError with exit 125", async () => {
+  const lib = await import("../../src/index.js");
+  const kinds = [
+    [lib.UsageError, "usage", "EUSAGE"],
+    [lib.NotFoundError, "not-found", "ENOENT"],
+    [lib.ConflictError, "conflict", "EEXIST"],
+    [lib.StoreError, "store", "ESTORE"],
+    [lib.CacheError, "cache", "ECACHE"],
+    [lib.CopyError, "copy", "ECP"],
+    [lib.SetupError, "setup", "ESETUP"],
+  ] as const;
+  for (const [Kind, kind, code] of kinds) {
+    const err = new Kind("what went wrong");
+    assert.ok(err instanceof lib.CvisorError);
+    assert.equal(err.kind, kind);
+    assert.equal(err.code, code);
+    assert.equal(err.exitCode, 125);
+    assert.equal(err.name, Kind.name);
+    // Said again with a command's prefix, it stays what it was.
+    const again = restated(new Kind("x", "EDETAIL"), "cp: x");
+    assert.ok(again instanceof Kind);
+    assert.deepEqual([again.kind, again.code, again.message], [kind, "EDETAIL", "cp: x"]);
+  }
+  // What the library throws is one of them: a bad sandbox name is bad input.
+  assert.throws(
+    () => new lib.Sandbox({ sandbox: "../up" }),
+    (err: unknown) => err instanceof lib.UsageError && err.kind === "usage",
+  );
 });
