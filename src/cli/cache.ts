@@ -16,6 +16,7 @@ import { useNamed, type SandboxInUse } from "../sandbox/open-layer.js";
 import { targetSandbox } from "./commands.js";
 import { writeStderr } from "./errors.js";
 import { EXIT_CACHE_MISS, EXIT_OK } from "./exit-codes.js";
+import { ProgressLine } from "./progress.js";
 import { humanBytes, humanTime, ignoredNote, writeTable } from "./human.js";
 import type { StoreCommandPlan } from "./plan.js";
 
@@ -25,37 +26,21 @@ function usage(message: string): CvisorError {
   return new UsageError(message);
 }
 
-/** A progress line on stderr (a terminal only), redrawn at most every 100 ms. */
-class Progress {
-  private readonly start = Date.now();
-  private last = 0;
-  private shown = false;
-
-  constructor(
-    private readonly label: string,
-    private readonly enabled: boolean,
-  ) {}
-
-  update(done: number, total?: number, extra = ""): void {
-    if (!this.enabled) return;
-    const now = Date.now();
-    if (now - this.last < 100 || now - this.start < 300) return;
-    this.last = now;
-    this.shown = true;
-    const secs = Math.max((now - this.start) / 1000, 0.001);
-    const rate = done / secs;
-    let text = `${this.label} ${humanBytes(done)}`;
-    if (total !== undefined && total > 0) {
-      const eta = rate > 0 ? Math.max(0, (total - done) / rate) : 0;
-      text += ` of ${humanBytes(total)} (${Math.floor((done / total) * 100)}%), ETA ${Math.ceil(eta)}s`;
-    }
-    writeStderr(`\r\x1b[K${text}${extra}, ${humanBytes(rate)}/s`);
+/** The progress line of a save or restore: bytes (of the total, with an ETA, when known), rate. */
+function progressText(
+  p: ProgressLine,
+  label: string,
+  done: number,
+  total?: number,
+  extra = "",
+): string {
+  const rate = done / p.seconds();
+  let text = `${label} ${humanBytes(done)}`;
+  if (total !== undefined && total > 0) {
+    const eta = rate > 0 ? Math.max(0, (total - done) / rate) : 0;
+    text += ` of ${humanBytes(total)} (${Math.floor((done / total) * 100)}%), ETA ${Math.ceil(eta)}s`;
   }
-
-  clear(): void {
-    if (this.shown) writeStderr("\r\x1b[K");
-    this.shown = false;
-  }
+  return `${text}${extra}, ${humanBytes(rate)}/s`;
 }
 
 type Target = { kind: "host"; path: string } | { kind: "sb"; vpath: string };
@@ -83,7 +68,7 @@ export async function cache(plan: StoreCommandPlan): Promise<number> {
   const json = plan.json;
   const spec = backendSpec(str(o.cacheBackend));
   const backend = await openBackend(spec, { readOnly: o.readOnly === true });
-  const onSkip = (progress: Progress) => (s: Skipped) => {
+  const onSkip = (progress: ProgressLine) => (s: Skipped) => {
     progress.clear();
     writeStderr(`cvisor: cache: skipped ${s.path}: ${s.reason}\n`);
   };
@@ -110,7 +95,7 @@ export async function cache(plan: StoreCommandPlan): Promise<number> {
           lowers: inUse.lowers,
         };
       }
-      const progress = new Progress("cache save:", !json && isatty(2));
+      const progress = new ProgressLine(!json && isatty(2), writeStderr, 300);
       let result;
       try {
         result = await saveCache(backend, key, source, {
@@ -119,7 +104,15 @@ export async function cache(plan: StoreCommandPlan): Promise<number> {
           force: o.force === true,
           onSkip: onSkip(progress),
           onProgress: (read, written) =>
-            progress.update(read, undefined, ` read, ${humanBytes(written)} written`),
+            progress.update(() =>
+              progressText(
+                progress,
+                "cache save:",
+                read,
+                undefined,
+                ` read, ${humanBytes(written)} written`,
+              ),
+            ),
         });
       } finally {
         progress.clear();
@@ -180,14 +173,15 @@ export async function cache(plan: StoreCommandPlan): Promise<number> {
           lowers: inUse.lowers,
         };
       }
-      const progress = new Progress("cache restore:", !json && isatty(2));
+      const progress = new ProgressLine(!json && isatty(2), writeStderr, 300);
       let result;
       try {
         result = await restoreCache(backend, key, dest, {
           restoreKeys,
           allowExternalLinks: o.allowExternalLinks === true,
           onSkip: onSkip(progress),
-          onProgress: (read, total) => progress.update(read, total),
+          onProgress: (read, total) =>
+            progress.update(() => progressText(progress, "cache restore:", read, total)),
         });
       } finally {
         progress.clear();

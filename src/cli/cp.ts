@@ -17,6 +17,7 @@ import { targetSandbox } from "./commands.js";
 import { writeStderr } from "./errors.js";
 import { EXIT_OK } from "./exit-codes.js";
 import type { StoreCommandPlan } from "./plan.js";
+import { ProgressLine } from "./progress.js";
 import { humanBytes, ignoredNote } from "./human.js";
 
 const SB = "sb:";
@@ -24,7 +25,6 @@ const SB = "sb:";
 /** The progress line shows once a copy passes either of these. */
 const PROGRESS_BYTES = 20 << 20;
 const PROGRESS_FILES = 2000;
-const PROGRESS_EVERY_MS = 100;
 
 function usage(message: string): CvisorError {
   return new UsageError(message);
@@ -66,43 +66,24 @@ export function cpOperands(operands: readonly string[]): CpOperands {
     : { direction: "out", sources: sources.map(strip), dst };
 }
 
-/** The progress line on stderr (a terminal only), redrawn at most every 100 ms. */
-class Progress {
-  private readonly start = Date.now();
-  private last = 0;
-  private shown = false;
-
-  constructor(private readonly enabled: boolean) {}
-
-  update(r: CopyReport): void {
-    if (!this.enabled) return;
-    if (!this.shown && r.bytes <= PROGRESS_BYTES && r.files <= PROGRESS_FILES) return;
-    const now = Date.now();
-    if (now - this.last < PROGRESS_EVERY_MS) return;
-    this.last = now;
-    this.shown = true;
-    const secs = Math.max((now - this.start) / 1000, 0.001);
-    const width = 20;
-    const filled = Math.floor((now / 120) % (width * 2));
-    const pos = filled < width ? filled : width * 2 - filled - 1;
-    const bar = `${" ".repeat(pos)}=${" ".repeat(width - pos - 1)}`;
-    writeStderr(
-      `\r\x1b[Kcp [${bar}] ${r.files} files, ${humanBytes(r.bytes)}, ` +
-        `${humanBytes(r.bytes / secs)}/s`,
-    );
-  }
-
-  clear(): void {
-    if (this.shown) writeStderr("\r\x1b[K");
-    this.shown = false;
-    this.last = 0;
-  }
+/** cp's progress line: a bouncing bar (the total is unknown), files, bytes, rate. */
+function progressText(p: ProgressLine, r: CopyReport): string {
+  const width = 20;
+  const step = Math.floor((Date.now() / 120) % (width * 2));
+  const pos = step < width ? step : width * 2 - step - 1;
+  const bar = `${" ".repeat(pos)}=${" ".repeat(width - pos - 1)}`;
+  return (
+    `cp [${bar}] ${r.files} files, ${humanBytes(r.bytes)}, ` +
+    `${humanBytes(r.bytes / p.seconds())}/s`
+  );
 }
 
 export async function cp(plan: StoreCommandPlan): Promise<number> {
   const ops = cpOperands(plan.operands);
   const name = targetSandbox(plan);
-  const progress = new Progress(!plan.json && isatty(2));
+  const progress = new ProgressLine(!plan.json && isatty(2), writeStderr);
+  // Small copies end before a line would help.
+  let large = false;
   const opts = {
     ignore: plan.options.ignore !== false,
     hidden: defaultHiddenPaths(process.env),
@@ -110,7 +91,10 @@ export async function cp(plan: StoreCommandPlan): Promise<number> {
       progress.clear();
       writeStderr(`cvisor: cp: skipped ${s.path}: ${s.reason}\n`);
     },
-    onProgress: (r: CopyReport) => progress.update(r),
+    onProgress: (r: CopyReport) => {
+      large ||= r.bytes > PROGRESS_BYTES || r.files > PROGRESS_FILES;
+      if (large) progress.update(() => progressText(progress, r));
+    },
   };
   let report: CopyReport;
   try {

@@ -6,6 +6,7 @@
 // Each test has its own $CVISOR_HOME in its scratch dir; the guard checks the fixture and $HOME.
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
+import { randomBytes } from "node:crypto";
 import {
   chmodSync,
   existsSync,
@@ -24,7 +25,16 @@ import {
 import { join } from "node:path";
 import type { Fixture } from "../helpers/fixture.js";
 import { diffSnapshots, gtest, snapshot } from "../helpers/guard.js";
-import { cvisor, runCli, show, which, type CliResult } from "../helpers/repo.js";
+import {
+  cliPath,
+  cvisor,
+  runCli,
+  runProcess,
+  shellQuote,
+  show,
+  which,
+  type CliResult,
+} from "../helpers/repo.js";
 import { assertOneLineError, storeHome } from "../helpers/store.js";
 
 const T1 = 1_100_000_000;
@@ -502,3 +512,41 @@ gtest("cp: bad usage and missing things exit 125 with one line", async (fx) => {
   assert.ok(existsSync(join(e.upper("default") + fx.scratch, "a2.txt")));
   assertOneLineError(await e.cp(["sb:/nonexistent/x", "out"], "default"), /no such file/);
 });
+
+// On a terminal, long commands draw one progress line on stderr and clear it at the end
+// (src/cli/progress.ts, shared by cp and cache); off a terminal they print none.
+gtest(
+  "a large cp and a cache save show a progress line on a terminal, and clear it",
+  async (fx) => {
+    const e = setup(fx);
+    const big = join(fx.scratch, "big");
+    for (let d = 0; d < 25; d++) {
+      mkdirSync(join(big, `d${d}`), { recursive: true });
+      for (let f = 0; f < 100; f++) writeFileSync(join(big, `d${d}`, `f${f}`), "x\n");
+    }
+    writeFileSync(join(big, "noise"), randomBytes(48 << 20));
+    const onTerminal = (args: string[]): Promise<CliResult> => {
+      const line = [process.execPath, cliPath, ...args].map(shellQuote).join(" ");
+      return runProcess(which("script") ?? "script", ["-qec", line, "/dev/null"], {
+        extraEnv: e.env,
+        cwd: fx.scratch,
+        timeoutMs: 120_000,
+      });
+    };
+    // "\x1b[K" (erase the line) shown as <EL>.
+    const shown = (r: CliResult): string => r.out.replaceAll("\x1b[K", "<EL>");
+    const cp = await onTerminal(["--sandbox", "s", "cp", big, "sb:/big"]);
+    ok(cp);
+    assert.match(shown(cp), /\r<EL>cp \[ *= *\] \d+ files, [\d.]+ [KMG]?B, [\d.]+ [KMG]?B\/s/);
+    assert.match(shown(cp), /\r<EL>$/, "the line is cleared at the end");
+    const save = await onTerminal(["cache", "save", "k", big]);
+    ok(save);
+    assert.match(shown(save), /\r<EL>cache save: [\d.]+ [KMG]?B read, [\d.]+ [KMG]?B written, /);
+    assert.match(shown(save), /\r<EL>cvisor: saved /, "cleared before the summary");
+    // Off a terminal: no progress line.
+    const plain = await e.cp([big, "sb:/again"]);
+    ok(plain);
+    assert.ok(!plain.err.includes("\x1b[K"), plain.err);
+  },
+  { skip: which("script") ? false : "util-linux `script` is not installed", timeout: 300_000 },
+);
