@@ -4,6 +4,7 @@ import { Command, CommanderError } from "commander";
 import { CvisorError } from "../core/errors.js";
 import { VERSION } from "../version.js";
 import { EXIT_CVISOR, EXIT_OK } from "./exit-codes.js";
+import { RUN_OPTIONS } from "./run-options.js";
 import {
   buildRunPlan,
   separatorIndex,
@@ -32,6 +33,11 @@ Examples:
   cvisor --sandbox work -- make install     (again later: the same files)
 `;
 
+/** A repeatable option's values, in order. */
+function collect(value: string, previous: string[] | undefined): string[] {
+  return [...(previous ?? []), value];
+}
+
 /** Parses cvisor's command line (without node and the script path). */
 export function parseCli(
   args: readonly string[],
@@ -45,39 +51,12 @@ export function parseCli(
 
   const program = new Command("cvisor")
     .usage("[options] -- CMD [ARGS...]")
-    .description("Run a program in a sandbox that can read this machine but not change it.")
-    .option(
-      "-e, --env <KEY=VAL>",
-      "set a variable in the guest environment (KEY alone: the host's value); repeatable",
-      (value: string, previous: string[] | undefined) => [...(previous ?? []), value],
-    )
-    .option(
-      "--no-network",
-      "make AF_INET/AF_INET6 sockets fail (the sandbox's own unix sockets still work)",
-    )
-    .option("--allow-listen", "allow bind/listen on AF_INET/AF_INET6 sockets")
-    .option("--timeout <duration>", "kill the whole process tree after DURATION (500ms, 5s, 2m)")
-    .option("-C, --workdir <dir>", "run the command in DIR")
-    .option(
-      "--hide <path>",
-      "also keep PATH (and all below it) from the guest; repeatable",
-      (value: string, previous: string[] | undefined) => [...(previous ?? []), value],
-    )
-    .option(
-      "--expose <path>",
-      "let the guest read PATH although it is hidden by default (e.g. ~/.ssh); repeatable",
-      (value: string, previous: string[] | undefined) => [...(previous ?? []), value],
-    )
-    .option(
-      "--allow-unix <path>",
-      "let the guest connect to the host's unix socket PATH (an ssh-agent, Docker, D-Bus); repeatable",
-      (value: string, previous: string[] | undefined) => [...(previous ?? []), value],
-    )
-    .option(
-      "--sandbox <name>",
-      "run in the named sandbox NAME, created on first use: its changes are kept for the next run (letters, digits, - _ .); without it the sandbox is thrown away at the end",
-    )
-    .option("--json", "print a JSON run report on stderr at the end")
+    .description("Run a program in a sandbox that can read this machine but not change it.");
+  for (const o of RUN_OPTIONS) {
+    if (o.repeat) program.option(o.flags, o.help, collect);
+    else program.option(o.flags, o.help);
+  }
+  program
     .version(VERSION, "-V, --version", "print the version")
     .helpOption("-h, --help", "print this help")
     .addHelpText("after", HELP_AFTER)
