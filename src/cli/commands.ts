@@ -12,24 +12,24 @@ export function targetSandbox(plan: StoreCommandPlan): string {
 export async function runStoreCommand(plan: StoreCommandPlan): Promise<number> {
   switch (plan.command) {
     case "ls":
-      return (await import("./ls.js")).ls(plan);
+      return (await import("./commands/ls.js")).ls(plan);
     case "rm":
-      return (await import("./rm.js")).rm(plan);
+      return (await import("./commands/rm.js")).rm(plan);
     case "diff":
-      return (await import("./diff.js")).diff(plan);
+      return (await import("./commands/diff.js")).diff(plan);
     case "export":
-      return (await import("./export.js")).exportLayer(plan);
+      return (await import("./commands/export.js")).exportLayer(plan);
     case "cp":
-      return (await import("./cp.js")).cp(plan);
+      return (await import("./commands/cp.js")).cp(plan);
     case "snapshot":
-      return (await import("./snapshot.js")).snapshot(plan);
+      return (await import("./commands/snapshot.js")).snapshot(plan);
     case "rollback":
-      return (await import("./rollback.js")).rollback(plan);
+      return (await import("./commands/rollback.js")).rollback(plan);
     case "branch":
-      return (await import("./branch.js")).branch(plan);
+      return (await import("./commands/branch.js")).branch(plan);
     case "snapshots":
-      return (await import("./snapshots.js")).snapshots(plan);
+      return (await import("./commands/snapshots.js")).snapshots(plan);
     case "cache":
-      return (await import("./cache.js")).cache(plan);
+      return (await import("./commands/cache.js")).cache(plan);
   }
 }

@@ -15,7 +15,7 @@ import {
   utimesSync,
 } from "node:fs";
 import { join } from "node:path";
-import { writeLayer } from "../../src/cli/export.js";
+import { writeLayer } from "../../src/sandbox/export-layer.js";
 import { CvisorError } from "../../src/core/errors.js";
 import { layerChanges } from "../../src/sandbox/changes.js";
 import { copyIn } from "../../src/sandbox/copy-in.js";

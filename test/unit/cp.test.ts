@@ -6,7 +6,7 @@ import assert from "node:assert/strict";
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { test, type TestContext } from "node:test";
-import { cpOperands } from "../../src/cli/cp.js";
+import { cpOperands } from "../../src/cli/commands/cp.js";
 import { CvisorError } from "../../src/core/errors.js";
 import { copyIn } from "../../src/sandbox/copy-in.js";
 import { copyOut } from "../../src/sandbox/copy-out.js";

@@ -5,20 +5,19 @@
 // outside DST, whatever the sandbox holds (src/sandbox/copy-out.ts). Skipped entries are
 // warnings on stderr; a progress line shows on stderr when it is a terminal and the copy grows
 // large; --json prints a summary on stdout.
+import type { Command } from "commander";
+import { sandboxHelp, type ToPlan } from "./define.js";
 import { isatty } from "node:tty";
-import { CopyError, CvisorError, restated, UsageError } from "../core/errors.js";
-import { errCode } from "../store/fd-path.js";
-import { defaultHiddenPaths } from "../paths.js";
-import { checkHostSources, copyIn } from "../sandbox/copy-in.js";
-import { copyOut } from "../sandbox/copy-out.js";
-import type { CopyReport, Skipped } from "../sandbox/copy-tree.js";
-import { useNamed } from "../sandbox/open-layer.js";
-import { targetSandbox } from "./commands.js";
-import { writeStderr } from "./errors.js";
-import { EXIT_OK } from "./exit-codes.js";
-import type { StoreCommandPlan } from "./plan.js";
-import { ProgressLine } from "./progress.js";
-import { humanBytes, ignoredNote } from "./human.js";
+import { CopyError, CvisorError, restated, UsageError } from "../../core/errors.js";
+import { errCode } from "../../store/fd-path.js";
+import { defaultHiddenPaths } from "../../paths.js";
+import type { CopyReport, Skipped } from "../../sandbox/copy-tree.js";
+import { targetSandbox } from "../commands.js";
+import { writeStderr } from "../errors.js";
+import { EXIT_OK } from "../exit-codes.js";
+import type { StoreCommandPlan } from "../plan.js";
+import { ProgressLine } from "../progress.js";
+import { humanBytes, ignoredNote } from "../human.js";
 
 const SB = "sb:";
 
@@ -79,6 +78,11 @@ function progressText(p: ProgressLine, r: CopyReport): string {
 }
 
 export async function cp(plan: StoreCommandPlan): Promise<number> {
+  const [{ checkHostSources, copyIn }, { copyOut }, { useNamed }] = await Promise.all([
+    import("../../sandbox/copy-in.js"),
+    import("../../sandbox/copy-out.js"),
+    import("../../sandbox/open-layer.js"),
+  ]);
   const ops = cpOperands(plan.operands);
   const name = targetSandbox(plan);
   const progress = new ProgressLine(!plan.json && isatty(2), writeStderr);
@@ -125,4 +129,19 @@ export async function cp(plan: StoreCommandPlan): Promise<number> {
     writeStderr(`cvisor: cp: ${ignoredNote(report.ignored, "copies")}\n`);
   }
   return EXIT_OK;
+}
+
+/** The command's definition (parse.ts gives its operands and options to `to`). */
+export function define(program: Command, to: ToPlan): void {
+  program
+    .command("cp")
+    .description(
+      "copy files into or out of the sandbox (--sandbox, else 'default'): the sandbox side is sb:/PATH",
+    )
+    .argument("<paths...>", "SRC... DST; exactly one side is sb:")
+    .option("--no-ignore", "copy what .gitignore and .dockerignore exclude too")
+    .option("--json", "print a summary as JSON")
+    .helpOption("-h, --help", "print this help")
+    .addHelpText("after", sandboxHelp("the sandbox sb:/PATH is in"))
+    .action((paths: string[], opts: { ignore?: boolean; json?: boolean }) => to("cp", paths, opts));
 }

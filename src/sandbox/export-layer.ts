@@ -1,41 +1,15 @@
-// `cvisor [--sandbox NAME] export FILE`: the sandbox's changes as an OCI image layer tarball.
-// The layers follow the OCI conventions (`.wh.NAME` whiteouts, `.wh..wh..opq` opaque
-// directories), so the tarball is the one layer the upper and the read-only snapshot layers
-// under it amount to (src/sandbox/effective-layer.ts): streamed entry by entry, hard links kept
-// as links, written to FILE.tmp~<owner record> and renamed into place (or to stdout for -).
-import {
-  createReadStream,
-  createWriteStream,
-  existsSync,
-  readlinkSync,
-  renameSync,
-  rmSync,
-} from "node:fs";
-import { basename, dirname, join } from "node:path";
+// The sandbox's layers as one OCI image layer tarball (`cvisor export`): the upper and the
+// read-only snapshot layers under it amount to one layer (./effective-layer.ts), streamed entry
+// by entry with the OCI conventions (`.wh.NAME` whiteouts, `.wh..wh..opq` opaque directories),
+// hard links kept as links.
+import { createReadStream, readlinkSync } from "node:fs";
 import type { Writable } from "node:stream";
-import { getSystemErrorMap } from "node:util";
 import { pack as tarPack, type Header } from "tar-stream";
+import { openFileChecked } from "../store/fd-path.js";
+import { shownText, walkEffective } from "./effective-layer.js";
+import { OPAQUE_MARKER, WHITEOUT_PREFIX } from "./layer-names.js";
 
 type EntryHeader = Partial<Header> & { name: string };
-import { CopyError } from "../core/errors.js";
-import { OPAQUE_MARKER, WHITEOUT_PREFIX } from "../sandbox/layer-names.js";
-import { shownText, walkEffective } from "../sandbox/effective-layer.js";
-import { ownerRecord, removeDeadLeftovers } from "../store/owner.js";
-import { cleanedUpOnSignal } from "../sandbox/interrupt.js";
-import { openFileChecked } from "../store/fd-path.js";
-import { sandboxLowers } from "../sandbox/lowers.js";
-import { existingSandbox } from "./diff.js";
-import { targetSandbox } from "./commands.js";
-import { writeStderr } from "./errors.js";
-import { EXIT_OK } from "./exit-codes.js";
-import type { StoreCommandPlan } from "./plan.js";
-
-interface Summary {
-  sandbox: string;
-  file: string;
-  entries: number;
-  bytes: number;
-}
 
 /**
  * Writes the layers (absolute roots, top first: the upper, then the snapshot layers) to out as
@@ -134,41 +108,4 @@ function entry(tar: ReturnType<typeof tarPack>, header: EntryHeader): Promise<vo
     const sink = header.type === "file" ? tar.entry(header, "", cb) : tar.entry(header, cb);
     sink.on("error", reject);
   });
-}
-
-/** An fs error in words ("no such file or directory"), else its message. */
-function errorText(err: unknown): string {
-  const errno = (err as NodeJS.ErrnoException).errno;
-  const known = errno === undefined ? undefined : getSystemErrorMap().get(errno);
-  return known ? known[1] : (err as Error).message;
-}
-
-export async function exportLayer(plan: StoreCommandPlan): Promise<number> {
-  const name = targetSandbox(plan);
-  const dir = existingSandbox(name);
-  const upper = `${dir}/upper`;
-  const layers = [...(existsSync(upper) ? [upper] : []), ...sandboxLowers({ dir })];
-  const file = plan.operands[0] ?? "-";
-  const summary: Summary = { sandbox: name, file, entries: 0, bytes: 0 };
-  if (file === "-") {
-    await writeLayer(layers, process.stdout, summary);
-  } else {
-    // Written beside FILE and renamed onto it: removed on a signal, and a killed export's by the
-    // next export to the same place.
-    const prefix = `${basename(file)}.tmp~`;
-    removeDeadLeftovers(dirname(file), prefix);
-    const tmp = join(dirname(file), `${prefix}${ownerRecord()}`);
-    const write = async (): Promise<void> => {
-      await writeLayer(layers, createWriteStream(tmp, { flags: "wx", mode: 0o644 }), summary);
-      renameSync(tmp, file);
-    };
-    try {
-      await cleanedUpOnSignal(() => rmSync(tmp, { force: true }), write);
-    } catch (err) {
-      rmSync(tmp, { force: true });
-      throw new CopyError(`cannot write ${file}: ${errorText(err)}`, "EEXPORT");
-    }
-  }
-  if (plan.json) writeStderr(`${JSON.stringify(summary)}\n`);
-  return EXIT_OK;
 }

@@ -3,22 +3,21 @@
 // directory or sb:/DIR of the sandbox (--sandbox, else "default"): save reads the sandbox's
 // merged view, restore writes its upper layer. Messages go to stderr, --json summaries to
 // stdout, a progress line to stderr when it is a terminal.
+import type { Command } from "commander";
+import { sandboxHelp, type ToPlan } from "./define.js";
 import { isatty } from "node:tty";
-import { isFormat, validateKey } from "../../cache/backend.js";
-import { backendSpec, openBackend } from "../../cache/backends/select.js";
-import { newerFirst } from "../../cache/lookup.js";
-import { restoreCache, type RestoreTarget } from "../../cache/restore.js";
-import { saveCache, type CacheSource } from "../../cache/save.js";
-import { CvisorError, NotFoundError, UsageError } from "../core/errors.js";
-import { defaultHiddenPaths } from "../paths.js";
-import type { Skipped } from "../sandbox/copy-tree.js";
-import { useNamed, type SandboxInUse } from "../sandbox/open-layer.js";
-import { targetSandbox } from "./commands.js";
-import { writeStderr } from "./errors.js";
-import { EXIT_CACHE_MISS, EXIT_OK } from "./exit-codes.js";
-import { ProgressLine } from "./progress.js";
-import { humanBytes, humanTime, ignoredNote, writeTable } from "./human.js";
-import type { StoreCommandPlan } from "./plan.js";
+import type { RestoreTarget } from "../../../cache/restore.js";
+import type { CacheSource } from "../../../cache/save.js";
+import { CvisorError, NotFoundError, UsageError } from "../../core/errors.js";
+import { defaultHiddenPaths } from "../../paths.js";
+import type { Skipped } from "../../sandbox/copy-tree.js";
+import type { SandboxInUse } from "../../sandbox/open-layer.js";
+import { targetSandbox } from "../commands.js";
+import { writeStderr } from "../errors.js";
+import { EXIT_CACHE_MISS, EXIT_OK } from "../exit-codes.js";
+import { ProgressLine } from "../progress.js";
+import { humanBytes, humanTime, ignoredNote, writeTable } from "../human.js";
+import type { StoreCommandPlan } from "../plan.js";
 
 const SB = "sb:";
 
@@ -63,6 +62,21 @@ function out(obj: unknown): void {
 }
 
 export async function cache(plan: StoreCommandPlan): Promise<number> {
+  const [
+    { isFormat, validateKey },
+    { backendSpec, openBackend },
+    { newerFirst },
+    { restoreCache },
+    { saveCache },
+    { useNamed },
+  ] = await Promise.all([
+    import("../../../cache/backend.js"),
+    import("../../../cache/backends/select.js"),
+    import("../../../cache/lookup.js"),
+    import("../../../cache/restore.js"),
+    import("../../../cache/save.js"),
+    import("../../sandbox/open-layer.js"),
+  ]);
   const [sub, ...args] = plan.operands;
   const o = plan.options;
   const json = plan.json;
@@ -282,4 +296,79 @@ export async function cache(plan: StoreCommandPlan): Promise<number> {
     default:
       throw usage(`cache: unknown subcommand ${sub ?? ""} (save, restore, ls, rm)`);
   }
+}
+
+/** `cvisor [--sandbox NAME] cache save|restore|ls|rm` (cache() above carries them out). */
+export function define(program: Command, to: ToPlan): void {
+  const cache = program
+    .command("cache")
+    .description(
+      "directory caches for CI: save a directory (host, or sb:/DIR of the sandbox) under a key, restore it later",
+    )
+    .helpOption("-h, --help", "print this help");
+  const common = (c: Command): Command =>
+    c
+      .option(
+        "--cache-backend <spec>",
+        "where entries live: disk (default), disk:/PATH or s3://BUCKET/PREFIX (else $CVISOR_CACHE_BACKEND)",
+      )
+      .option("--read-only", "refuse to write to the backend")
+      .option("--json", "print a summary as JSON")
+      .helpOption("-h, --help", "print this help");
+  const run =
+    (sub: string) =>
+    (...args: unknown[]): void => {
+      // commander passes the operands, then the options, then the command.
+      const opts = args[args.length - 2] as StoreCommandPlan["options"];
+      const operands = args
+        .slice(0, -2)
+        .flatMap((a) =>
+          Array.isArray(a) ? (a as string[]) : a === undefined ? [] : [a as string],
+        );
+      to("cache", [sub, ...operands], opts);
+    };
+  common(
+    cache
+      .command("save")
+      .description("save the directory PATH as the cache entry KEY (never replaces an entry)")
+      .argument("<key>", "the entry's key (at most 512 characters)")
+      .argument("<path>", "a host directory, or sb:/DIR in the sandbox (--sandbox, else 'default')")
+      .option("--format <format>", "gzip (default), zstd, estargz or none")
+      .option("--no-ignore", "save what .gitignore and .dockerignore exclude too")
+      .option("--force", "replace an existing entry of that key")
+      .addHelpText("after", sandboxHelp("the sandbox an sb:/DIR path is in")),
+  ).action(run("save"));
+  common(
+    cache
+      .command("restore")
+      .description(
+        "replace the directory PATH with the entry KEY, else the newest entry whose key starts with KEY, else with each --restore-key in order",
+      )
+      .argument("<key>", "the key to look up")
+      .argument("<path>", "a host directory, or sb:/DIR in the sandbox (--sandbox, else 'default')")
+      .option(
+        "--restore-key <prefix>",
+        "a key prefix to fall back to; repeatable, tried in order",
+        (value: string, previous: string[] | undefined) => [...(previous ?? []), value],
+      )
+      .option("--fail-on-miss", "exit 1 when no entry matches")
+      .option(
+        "--allow-external-links",
+        "accept symlinks that lead outside PATH (absolute or ../ targets, e.g. a virtualenv's)",
+      )
+      .addHelpText("after", sandboxHelp("the sandbox an sb:/DIR path is in")),
+  ).action(run("restore"));
+  common(
+    cache
+      .command("ls")
+      .description("list the entries (whose key starts with PREFIX), newest first")
+      .argument("[prefix]", "a key prefix"),
+  ).action(run("ls"));
+  common(
+    cache
+      .command("rm")
+      .description("remove the entry KEY (or every entry with --all)")
+      .argument("[key]", "the entry to remove")
+      .option("--all", "remove every entry"),
+  ).action(run("rm"));
 }

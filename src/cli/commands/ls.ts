@@ -1,14 +1,16 @@
 // `cvisor ls [--json]`: the named sandboxes, with size on disk, layers (the upper and the
 // snapshot layers under it), created and last run.
-import { listSandboxes } from "../sandbox/manage.js";
-import { writeStderr } from "./errors.js";
-import { EXIT_OK } from "./exit-codes.js";
-import { humanBytes, humanTime, writeTable } from "./human.js";
-import type { StoreCommandPlan } from "./plan.js";
+import type { Command } from "commander";
+import type { ToPlan } from "./define.js";
+import { writeStderr } from "../errors.js";
+import { EXIT_OK } from "../exit-codes.js";
+import { humanBytes, humanTime, writeTable } from "../human.js";
+import type { StoreCommandPlan } from "../plan.js";
 
 export async function ls(plan: StoreCommandPlan): Promise<number> {
   // Interrupted snapshots and branches are finished (or undone) first, and said so.
-  (await import("./snapshot.js")).reportLeftovers();
+  await (await import("./snapshot.js")).reportLeftovers();
+  const { listSandboxes } = await import("../../sandbox/manage.js");
   const list = listSandboxes();
   if (plan.json) {
     process.stdout.write(`${JSON.stringify(list)}\n`);
@@ -32,4 +34,14 @@ export async function ls(plan: StoreCommandPlan): Promise<number> {
   writeTable(rows);
   for (const s of list) if (s.damaged) writeStderr(`cvisor: ${s.damaged}\n`);
   return EXIT_OK;
+}
+
+/** The command's definition (parse.ts gives its operands and options to `to`). */
+export function define(program: Command, to: ToPlan): void {
+  program
+    .command("ls")
+    .description("list the named sandboxes: size on disk, layers, created, last run")
+    .option("--json", "print the list as JSON")
+    .helpOption("-h, --help", "print this help")
+    .action((opts: { json?: boolean }) => to("ls", [], opts));
 }

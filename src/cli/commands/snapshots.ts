@@ -1,19 +1,23 @@
 // `cvisor snapshots [ls] [--json]`: the snapshots (id, sandbox, created, size, parent, layers);
 // `cvisor snapshots rm [--force] ID...`: removes them (refused while something uses one, unless
 // --force, which says what breaks).
-import { CvisorError, UsageError } from "../core/errors.js";
-import { listSnapshots, removeSnapshot, type RemoveResult } from "../../snapshots/ops.js";
-import { writeStderr } from "./errors.js";
-import { EXIT_CVISOR, EXIT_OK } from "./exit-codes.js";
-import { humanBytes, humanTime, writeTable } from "./human.js";
-import type { StoreCommandPlan } from "./plan.js";
-import { reportLeftovers } from "./snapshot.js";
+import type { Command } from "commander";
+import type { ToPlan } from "./define.js";
+import { CvisorError, UsageError } from "../../core/errors.js";
+import type { RemoveResult } from "../../../snapshots/ops.js";
+
+type Ops = Awaited<ReturnType<typeof ops>>;
+import { writeStderr } from "../errors.js";
+import { EXIT_CVISOR, EXIT_OK } from "../exit-codes.js";
+import { humanBytes, humanTime, writeTable } from "../human.js";
+import type { StoreCommandPlan } from "../plan.js";
+import { ops, reportLeftovers } from "./snapshot.js";
 
 function usage(message: string): UsageError {
   return new UsageError(`${message} (see cvisor snapshots --help)`);
 }
 
-export function snapshots(plan: StoreCommandPlan): Promise<number> {
+export async function snapshots(plan: StoreCommandPlan): Promise<number> {
   const [action, ...ids] = plan.operands;
   if (action !== "ls" && action !== "rm") {
     throw usage(`unknown snapshots action '${action ?? ""}': use ls or rm`);
@@ -21,11 +25,12 @@ export function snapshots(plan: StoreCommandPlan): Promise<number> {
   if (action === "ls" && ids.length > 0) throw usage("snapshots ls takes no IDs");
   if (action === "ls" && plan.options.force) throw usage("--force goes with snapshots rm");
   if (action === "rm" && ids.length === 0) throw usage("snapshots rm needs the IDs to remove");
-  reportLeftovers();
-  return Promise.resolve(action === "ls" ? ls(plan) : rm(plan, ids));
+  await reportLeftovers();
+  const { listSnapshots, removeSnapshot } = await ops();
+  return action === "ls" ? ls(plan, listSnapshots) : rm(plan, ids, removeSnapshot);
 }
 
-function ls(plan: StoreCommandPlan): number {
+function ls(plan: StoreCommandPlan, listSnapshots: Ops["listSnapshots"]): number {
   const list = listSnapshots();
   if (plan.json) {
     process.stdout.write(`${JSON.stringify(list)}\n`);
@@ -50,7 +55,7 @@ function ls(plan: StoreCommandPlan): number {
   return EXIT_OK;
 }
 
-function rm(plan: StoreCommandPlan, ids: string[]): number {
+function rm(plan: StoreCommandPlan, ids: string[], removeSnapshot: Ops["removeSnapshot"]): number {
   const removed: RemoveResult[] = [];
   const failed: { id: string; error: string }[] = [];
   for (const id of ids) {
@@ -77,4 +82,20 @@ function rm(plan: StoreCommandPlan, ids: string[]): number {
   if (plan.json) process.stdout.write(`${JSON.stringify({ removed, failed })}\n`);
   else for (const r of removed) process.stdout.write(`${r.id}\n`);
   return failed.length > 0 ? EXIT_CVISOR : EXIT_OK;
+}
+
+/** The command's definition (parse.ts gives its operands and options to `to`). */
+export function define(program: Command, to: ToPlan): void {
+  program
+    .command("snapshots")
+    .description("list snapshots (ls, the default) or remove them (rm [--force] ID...)")
+    .argument("[action]", "ls or rm")
+    .argument("[ids...]", "for rm: the snapshots to remove")
+    .option("--force", "rm: remove even what sandboxes or snapshots use (they break)")
+    .option("--json", "print the result as JSON")
+    .helpOption("-h, --help", "print this help")
+    .action(
+      (action: string | undefined, ids: string[], opts: { force?: boolean; json?: boolean }) =>
+        to("snapshots", [action ?? "ls", ...ids], opts),
+    );
 }
