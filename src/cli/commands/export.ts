@@ -3,7 +3,7 @@
 // place (or to stdout for -).
 import type { Command } from "commander";
 import { sandboxHelp, type ToPlan } from "./define.js";
-import { createWriteStream, existsSync, renameSync, rmSync } from "node:fs";
+import { createWriteStream, existsSync, openSync, renameSync, rmSync } from "node:fs";
 import { basename, dirname, join } from "node:path";
 import { getSystemErrorMap } from "node:util";
 import { CopyError } from "../../core/errors.js";
@@ -47,7 +47,10 @@ export async function exportLayer(plan: StoreCommandPlan): Promise<number> {
     removeDeadLeftovers(dirname(file), prefix);
     const tmp = join(dirname(file), `${prefix}${ownerRecord()}`);
     const write = async (): Promise<void> => {
-      await writeLayer(layers, createWriteStream(tmp, { flags: "wx", mode: 0o644 }), summary);
+      // Opened here, not by the stream in the thread pool: a signal's cleanup must never run
+      // before the file exists and then see it appear.
+      const fd = openSync(tmp, "wx", 0o644);
+      await writeLayer(layers, createWriteStream("", { fd }), summary);
       renameSync(tmp, file);
     };
     try {
