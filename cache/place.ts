@@ -11,26 +11,22 @@
 //    directory becomes DIR in the upper layer, opaque (`.wh..wh..opq`) when a snapshot layer or
 //    the host has a directory there, so none of their entries show through; upper directories missing on the way are
 //    made as copy-in makes them (the host directory's mode and times); a whiteout of DIR goes.
-import {
-  chmodSync,
-  lstatSync,
-  mkdirSync,
-  realpathSync,
-  renameSync,
-  utimesSync,
-  writeFileSync,
-} from "node:fs";
+import { lstatSync, mkdirSync, realpathSync, renameSync } from "node:fs";
 import { basename, dirname, join, resolve } from "node:path";
 import { NotFoundError, UsageError } from "../src/core/errors.js";
 import { cvisorHome } from "../src/paths.js";
-import { upperDirOf } from "../src/sandbox/copy-in.js";
-import { OPAQUE_MARKER, WHITEOUT_PREFIX } from "../src/sandbox/layer-names.js";
-import { fileTimes } from "../src/sandbox/copy-tree.js";
-import { at, errCode } from "../src/store/fd-path.js";
+import { WHITEOUT_PREFIX } from "../src/sandbox/layer-names.js";
+
+import { at, closeQuietly, errCode, openDirPath } from "../src/store/fd-path.js";
 import { ownerRecord, removeDeadLeftovers } from "../src/store/owner.js";
 import { removeTree } from "../src/store/remove-tree.js";
 import { crashAt } from "../src/store/crash-at.js";
-import { removeWhiteoutAt, UPPER_RESTORE_STAGING } from "../src/sandbox/upper-staging.js";
+import {
+  makeOpaqueIfNeeded,
+  removeWhiteoutAt,
+  upperDirOf,
+  UPPER_RESTORE_STAGING,
+} from "../src/sandbox/upper-writer.js";
 import { renameExchange } from "../src/core/native.js";
 import { MergedView, ViewError, type ViewDir } from "../src/sandbox/view.js";
 import { makeDirs } from "../src/store/make-dirs.js";
@@ -185,13 +181,11 @@ export function stageSandbox(
     tmp,
     commit() {
       try {
-        // A snapshot layer or the host has a directory here: none of its entries may show.
-        if (view.dirBelowUpper(parent, name)) {
-          const st = lstatSync(tmp);
-          chmodSync(tmp, 0o700);
-          writeFileSync(`${tmp}/${OPAQUE_MARKER}`, "", { flag: "wx", mode: 0o600 });
-          chmodSync(tmp, st.mode & 0o7777);
-          utimesSync(tmp, ...fileTimes(st));
+        const fd = openDirPath(tmp);
+        try {
+          makeOpaqueIfNeeded(view, parent, name, fd);
+        } finally {
+          closeQuietly(fd);
         }
         const parentFd = upperDirOf(view, parent, layer.work);
         swapIn(tmp, at(parentFd, name));

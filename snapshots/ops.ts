@@ -18,7 +18,7 @@ import {
 import { ownerRecord, ownerRecordAlive } from "../src/store/owner.js";
 import { diskUsage } from "../src/sandbox/manage.js";
 import { liveRuns } from "../src/store/runs.js";
-import { settleUpper } from "../src/sandbox/upper-staging.js";
+import { settleUpper } from "../src/sandbox/upper-writer.js";
 import { removeTree } from "../src/store/remove-tree.js";
 import {
   placeSandboxDir,

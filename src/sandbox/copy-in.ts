@@ -17,33 +17,25 @@
 // held by an fd opened with O_NOFOLLOW, so a symlink the guest planted cannot lead a write out
 // of the upper layer. The host side is the user's own: its paths are used as given.
 import {
-  chmodSync,
-  closeSync,
   fchmodSync,
   fstatSync,
   futimesSync,
   lstatSync,
-  lutimesSync,
   mkdirSync,
-  openSync,
   readlinkSync,
-  renameSync,
-  rmdirSync,
   statSync,
-  symlinkSync,
-  unlinkSync,
-  utimesSync,
-  writeFileSync,
   type Stats,
 } from "node:fs";
 import { basename, dirname, resolve } from "node:path";
-import { CopyError, NotFoundError, StoreError, UsageError } from "../core/errors.js";
-import { OPAQUE_MARKER, WHITEOUT_PREFIX } from "./layer-names.js";
+import { CopyError, NotFoundError, UsageError } from "../core/errors.js";
+import { WHITEOUT_PREFIX } from "./layer-names.js";
 import {
   placement,
   sourceSpec,
   TreeCopier,
   fileTimes,
+  writeStagedFile,
+  writeStagedSymlink,
   fsErrorText,
   type CopyOptions,
   type CopyReport,
@@ -68,11 +60,12 @@ import { ownerRecord } from "../store/owner.js";
 import { cleanedUpOnSignal } from "./interrupt.js";
 import { StagedDest, type StagedDir, type Stager } from "./staged-dest.js";
 import {
+  makeOpaqueIfNeeded,
   removeWhiteoutAt,
   settleUpper,
-  UPPER_DIR_STAGING,
+  upperDirOf,
   UPPER_STAGING,
-} from "./upper-staging.js";
+} from "./upper-writer.js";
 import { MergedView, ViewError, type ViewDir, type ViewOptions } from "./view.js";
 
 /**
@@ -87,32 +80,6 @@ interface HostEntry extends SourceEntry {
   path: string;
   /** A source operand itself (never refused as hidden: the user named it). */
   top?: boolean;
-}
-
-/**
- * The upper layer's directory of a view directory, made where missing (up from the nearest
- * one that exists) with the mode and times the view shows: each built in work/ and renamed in,
- * so a run sees it whole; one a run made meanwhile is used as it is. Held by the view after.
- */
-export function upperDirOf(view: MergedView, dir: ViewDir, work: string): number {
-  if (dir.upperFd !== undefined) return dir.upperFd;
-  if (dir.parent === undefined) throw new StoreError("the sandbox has no upper layer");
-  const parentFd = upperDirOf(view, dir.parent, work);
-  const tmp = `${work}/${UPPER_DIR_STAGING}${ownerRecord()}`;
-  mkdirSync(tmp, { mode: 0o700 });
-  try {
-    chmodSync(tmp, dir.st.mode & 0o7777);
-    utimesSync(tmp, ...fileTimes(dir.st));
-    renameSync(tmp, at(parentFd, dir.name));
-  } catch (err) {
-    rmdirSync(tmp);
-    // A run made it meanwhile: use theirs.
-    const c = errCode(err);
-    if (c !== "ENOTEMPTY" && c !== "EEXIST") throw err;
-  }
-  const fd = openDirAt(parentFd, dir.name);
-  view.adopt(dir, fd);
-  return fd;
 }
 
 /** A host source operand, checked: what is there (lstat, or stat when it ends in / or /.). */
@@ -212,34 +179,17 @@ class UpperTree implements TreeDest<ViewDir> {
       : undefined;
   }
 
-  /** NAME in a staged directory, cleared for a new object (a second source of that name). */
-  private fresh(dir: ViewDir, name: string): string {
-    const fd = upperFdOf(dir);
-    if (lstatAt(fd, name) !== undefined) unlinkSync(at(fd, name));
-    return at(fd, name);
-  }
-
   async writeFile(
     dir: ViewDir,
     name: string,
     write: (fd: number) => Promise<void>,
     st: Stats,
   ): Promise<void> {
-    const path = this.fresh(dir, name);
-    const fd = openSync(path, "wx", 0o600);
-    try {
-      await write(fd);
-      fchmodSync(fd, st.mode & 0o7777);
-      futimesSync(fd, ...fileTimes(st));
-    } finally {
-      closeSync(fd);
-    }
+    await writeStagedFile(upperFdOf(dir), name, write, st.mode & 0o7777, st);
   }
 
   writeSymlink(dir: ViewDir, name: string, target: string, st: Stats): void {
-    const path = this.fresh(dir, name);
-    symlinkSync(target, path);
-    lutimesSync(path, ...fileTimes(st));
+    writeStagedSymlink(upperFdOf(dir), name, target, st);
   }
 
   makeDir(dir: ViewDir, name: string): ViewDir {
@@ -343,11 +293,7 @@ class UpperStager implements Stager<ViewDir> {
   }
 
   prepareDir(live: ViewDir, name: string, staged: ViewDir): void {
-    // A lower layer or the host has a directory here that the guest does not see (whited out,
-    // or hidden): the new one must not let its entries show through.
-    if (this.view.dirBelowUpper(live, name)) {
-      writeFileSync(at(upperFdOf(staged), OPAQUE_MARKER), "", { flag: "wx", mode: 0o600 });
-    }
+    makeOpaqueIfNeeded(this.view, live, name, upperFdOf(staged));
   }
 
   placed(liveFd: number, name: string): void {

@@ -14,17 +14,12 @@
 //    itself), and the host paths hidden from guests are not in the view.
 // The destination path itself is the user's: it is followed as given.
 import {
-  closeSync,
   fchmodSync,
   fstatSync,
   futimesSync,
-  lutimesSync,
   mkdirSync,
-  openSync,
   readFileSync,
   statSync,
-  symlinkSync,
-  unlinkSync,
   type Stats,
 } from "node:fs";
 import { basename, dirname, resolve } from "node:path";
@@ -35,6 +30,8 @@ import {
   placement,
   sourceSpec,
   TreeCopier,
+  writeStagedFile,
+  writeStagedSymlink,
   type CopyOptions,
   type CopyReport,
   type SourceEntry,
@@ -122,33 +119,17 @@ class HostDest implements TreeDest<HostDir> {
     return lstatAt(dir.fd, name);
   }
 
-  /** NAME in a staged directory, cleared for a new object (a second source of that name). */
-  private fresh(dir: HostDir, name: string): string {
-    if (lstatAt(dir.fd, name) !== undefined) unlinkSync(at(dir.fd, name));
-    return at(dir.fd, name);
-  }
-
   async writeFile(
     dir: HostDir,
     name: string,
     write: (fd: number) => Promise<void>,
     st: Stats,
   ): Promise<void> {
-    // O_CREAT|O_EXCL: a new file, never an existing one or a symlink's target.
-    const fd = openSync(this.fresh(dir, name), "wx", 0o600);
-    try {
-      await write(fd);
-      fchmodSync(fd, st.mode & 0o1777); // no setuid, no setgid
-      futimesSync(fd, ...fileTimes(st));
-    } finally {
-      closeSync(fd);
-    }
+    await writeStagedFile(dir.fd, name, write, st.mode & 0o1777, st); // no setuid, no setgid
   }
 
   writeSymlink(dir: HostDir, name: string, target: string, st: Stats): void {
-    const path = this.fresh(dir, name);
-    symlinkSync(target, path);
-    lutimesSync(path, ...fileTimes(st));
+    writeStagedSymlink(dir.fd, name, target, st);
   }
 
   makeDir(dir: HostDir, name: string): HostDir {

@@ -7,9 +7,20 @@
 // FIFOs, sockets and device nodes are skipped with a warning. What the destination already has
 // is looked at with lstat: a directory is merged into, a file or symlink is replaced (never
 // written through), a directory where a non-directory goes (or the reverse) is an error.
-import { closeSync, readSync, writeSync, type Stats } from "node:fs";
+import {
+  closeSync,
+  fchmodSync,
+  futimesSync,
+  lutimesSync,
+  openSync,
+  readSync,
+  symlinkSync,
+  unlinkSync,
+  writeSync,
+  type Stats,
+} from "node:fs";
 import { CvisorError, CopyError } from "../core/errors.js";
-import { errCode, identity } from "../store/fd-path.js";
+import { at, errCode, identity, lstatAt } from "../store/fd-path.js";
 import { enterIgnoreFiles, IgnoreRules, type IgnoreSource } from "./ignore-rules.js";
 
 /** An entry that was not copied, and why. */
@@ -115,6 +126,41 @@ export function fsErrorText(err: unknown): string {
   const message = err instanceof Error ? err.message : String(err);
   const m = /^[A-Z0-9]+: ([^,]+)/.exec(message);
   return m?.[1] ?? message;
+}
+
+/**
+ * Writes NAME in the staging directory open as dirFd (./staged-dest.ts: no one else looks there),
+ * replacing what a source of the same name put there: a new file (O_CREAT|O_EXCL, never a
+ * symlink's target) filled by write, then given mode and st's times.
+ */
+export async function writeStagedFile(
+  dirFd: number,
+  name: string,
+  write: (fd: number) => Promise<void>,
+  mode: number,
+  st: Stats,
+): Promise<void> {
+  const fd = openSync(fresh(dirFd, name), "wx", 0o600);
+  try {
+    await write(fd);
+    fchmodSync(fd, mode);
+    futimesSync(fd, ...fileTimes(st));
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** The symlink NAME -> target in the staging directory dirFd, with st's times. */
+export function writeStagedSymlink(dirFd: number, name: string, target: string, st: Stats): void {
+  const path = fresh(dirFd, name);
+  symlinkSync(target, path);
+  lutimesSync(path, ...fileTimes(st));
+}
+
+/** NAME in the directory dirFd, cleared for a new object. */
+function fresh(dirFd: number, name: string): string {
+  if (lstatAt(dirFd, name) !== undefined) unlinkSync(at(dirFd, name));
+  return at(dirFd, name);
 }
 
 /** What a type that is not copied is called in warnings. */

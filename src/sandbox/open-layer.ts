@@ -24,7 +24,7 @@ import {
   sweepOrphans,
   type EphemeralSandbox,
 } from "./ephemeral.js";
-import { settleUpper } from "./upper-staging.js";
+import { settleUpper } from "./upper-writer.js";
 
 /** The writable layer of one run, named or ephemeral. */
 export interface SandboxLayer {
