@@ -51,11 +51,11 @@ export function openLayer(name?: string, env: NodeJS.ProcessEnv = process.env): 
     let lowers: string[];
     try {
       lowers = namedLowers(named.dir, name, env);
+      settleUpper(named); // a killed cp's renames finish before the guest looks
     } catch (err) {
       if (named.running) rmSync(named.running, { force: true });
       throw err;
     }
-    settleUpper(named);
     // Hidden all the same; if the root cannot be used now, every place it may be is.
     let roots: string[];
     try {
