@@ -44,6 +44,7 @@ import {
   closeQuietly,
   errCode,
   identity,
+  listDirNames,
   lstatAt,
   openDirAt,
   openDirPath,
@@ -196,13 +197,21 @@ class HostStager implements Stager<HostDir> {
     let area = this.byMount.get(mount);
     if (area === undefined) {
       const home = mount === this.rootMount ? this.root : live;
-      if (home !== this.root) removeDeadLeftovers(home.path, STAGING);
+      // What a killed copy left on that mount, unless a record in the root (being finished by
+      // someone) may still name it.
+      if (home !== this.root && !this.recordsInRoot()) removeDeadLeftovers(home.path, STAGING);
       mkdirSync(at(home.fd, this.name), { mode: 0o700 });
       area = { fd: openDirAt(home.fd, this.name), path: `${home.path}/${this.name}` };
       this.made.push(this.rel(area));
       this.byMount.set(mount, area);
     }
     return area;
+  }
+
+  private recordsInRoot(): boolean {
+    return listDirNames(this.root.path).names.some(
+      (n) => n.startsWith(STAGING) && n.endsWith(".json"),
+    );
   }
 
   fd(dir: HostDir): number {

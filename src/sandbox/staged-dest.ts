@@ -22,7 +22,7 @@ import {
 import type { Stats } from "node:fs";
 import { crashAt } from "../store/crash-at.js";
 import type { TreeDest } from "./copy-tree.js";
-import { deadOwnerRecord, ownerRecord, removeDeadLeftovers } from "../store/owner.js";
+import { deadOwnerRecord, ownerRecord } from "../store/owner.js";
 import { at, closeQuietly, errCode, openDirAt, openDirPath } from "../store/fd-path.js";
 import { removeTree } from "../store/remove-tree.js";
 
@@ -290,8 +290,36 @@ export function settleStaged(
     }
     unlinkSync(mine);
   }
-  removeDeadLeftovers(recordDir, prefix);
+  sweepUnrecorded(recordDir, prefix);
   return finished;
+}
+
+/**
+ * Removes the staging areas of dead owners in recordDir, except those a record still names: a
+ * live process may be finishing a dead one's copy from them (it claimed the record, which names
+ * the dead owner's areas).
+ */
+function sweepUnrecorded(recordDir: string, prefix: string): void {
+  let names: string[];
+  try {
+    names = readdirSync(recordDir);
+  } catch {
+    return;
+  }
+  const named = new Set<string>();
+  for (const name of names) {
+    if (!name.startsWith(prefix) || !name.endsWith(".json")) continue;
+    for (const area of readRecord(`${recordDir}/${name}`)?.areas ?? []) named.add(area);
+  }
+  for (const name of names) {
+    if (!name.startsWith(prefix) || named.has(name)) continue;
+    if (!deadOwnerRecord(name.slice(prefix.length))) continue;
+    try {
+      removeTree(`${recordDir}/${name}`);
+    } catch {
+      // Next time.
+    }
+  }
 }
 
 function rollForward(
