@@ -9,11 +9,11 @@ import { markRunning } from "../store/runs.js";
 import {
   chainTrees,
   layersDir,
+  namedPaths,
   openNamed,
   readMeta,
   sandboxesDir,
   touchLastRun,
-  validateSandboxName,
   type NamedSandbox,
 } from "../store/sandboxes.js";
 import { DEFAULT_SANDBOX_NAME } from "./env.js";
@@ -103,13 +103,15 @@ export function useNamed(
   create: boolean,
   env: NodeJS.ProcessEnv = process.env,
 ): SandboxInUse {
-  if (
-    !create &&
-    readMeta(`${sandboxesDir(env)}/${validateSandboxName(name)}`, name) === undefined
-  ) {
-    throw new NotFoundError(`no sandbox named ${name} (cvisor ls lists them)`, "ENOSANDBOX");
+  let named: NamedSandbox;
+  if (create) {
+    named = openNamed(name, env);
+  } else {
+    named = namedPaths(name, env);
+    if (readMeta(named.dir, name) === undefined) {
+      throw new NotFoundError(`no sandbox named ${name} (cvisor ls lists them)`, "ENOSANDBOX");
+    }
   }
-  const named = openNamed(name, env);
   named.running = markRunning(named.dir);
   const release = (): void => {
     if (named.running) rmSync(named.running, { force: true });

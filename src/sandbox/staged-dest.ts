@@ -29,6 +29,10 @@ import { removeTree } from "../store/remove-tree.js";
 /** The steps CVISOR_TEST_CRASH_AT can name in a copy's publishing. */
 export const CP_CRASH_STEPS = ["cp:staged", "cp:recorded", "cp:published-one"] as const;
 
+function crash(step: (typeof CP_CRASH_STEPS)[number]): void {
+  crashAt(step);
+}
+
 /** How objects are staged for, and published into, one kind of destination. */
 export interface Stager<T> {
   /** The staging directory for objects bound for the live directory `live` (made on first use). */
@@ -171,7 +175,7 @@ export class StagedDest<T> implements TreeDest<StagedDir<T>> {
    * others; the first failure is thrown after.
    */
   publish(): void {
-    crashAt("cp:staged");
+    crash("cp:staged");
     let failed: unknown;
     if (this.steps.length > 0) {
       const record: StagedRecord = {
@@ -187,7 +191,7 @@ export class StagedDest<T> implements TreeDest<StagedDir<T>> {
       writeFileSync(tmp, `${JSON.stringify(record)}\n`, { mode: 0o600, flag: "wx" });
       renameSync(tmp, this.stager.record);
       this.published = true; // from here on, the next command would finish it
-      crashAt("cp:recorded");
+      crash("cp:recorded");
       for (const s of this.steps) {
         try {
           const liveFd = this.stager.fd(s.live);
@@ -196,7 +200,7 @@ export class StagedDest<T> implements TreeDest<StagedDir<T>> {
         } catch (err) {
           failed ??= err;
         }
-        crashAt("cp:published-one");
+        crash("cp:published-one");
       }
     }
     this.published = true;
@@ -264,6 +268,7 @@ export function settleStaged(
     return 0;
   }
   let finished = 0;
+  let claimed = false;
   for (const name of names) {
     if (!name.startsWith(prefix)) continue;
     if (name.endsWith(".json.tmp")) {
@@ -277,6 +282,7 @@ export function settleStaged(
     if (!deadOwnerRecord(name.slice(prefix.length, -".json".length))) continue;
     // Claimed by renaming it to our own owner record: one process finishes it.
     const mine = `${recordDir}/${prefix}${ownerRecord()}.json`;
+    claimed = true;
     try {
       renameSync(`${recordDir}/${name}`, mine);
     } catch {
@@ -290,7 +296,7 @@ export function settleStaged(
     }
     unlinkSync(mine);
   }
-  sweepUnrecorded(recordDir, prefix);
+  sweepUnrecorded(recordDir, prefix, claimed ? undefined : names);
   return finished;
 }
 
@@ -299,10 +305,10 @@ export function settleStaged(
  * live process may be finishing a dead one's copy from them (it claimed the record, which names
  * the dead owner's areas).
  */
-function sweepUnrecorded(recordDir: string, prefix: string): void {
-  let names: string[];
+function sweepUnrecorded(recordDir: string, prefix: string, listed?: readonly string[]): void {
+  let names: readonly string[];
   try {
-    names = readdirSync(recordDir);
+    names = listed ?? readdirSync(recordDir); // listed again after a claim: records changed
   } catch {
     return;
   }

@@ -13,7 +13,7 @@
 //    snapshot and rollback under the sandbox's journal (snapshots/ops.ts).
 import {
   chmodSync,
-  existsSync,
+  readdirSync,
   fchmodSync,
   fstatSync,
   futimesSync,
@@ -96,12 +96,22 @@ export function removeWhiteoutAt(fd: number, name: string): void {
   }
 }
 
+/** Is path an empty directory, or not there at all? */
+function isEmptyDir(path: string): boolean {
+  try {
+    return readdirSync(path).length === 0;
+  } catch {
+    return true;
+  }
+}
+
 /**
  * Finishes the recorded copies killed processes left in the sandbox's work/ (renamed into the
  * upper) and removes the rest of what they left. Returns how many copies it finished.
  */
 export function settleUpper(layer: { upper: string; work: string }): number {
-  if (!existsSync(layer.work)) return 0;
+  // Every named run starts here: one listing when there is nothing to settle (the usual case).
+  if (isEmptyDir(layer.work)) return 0;
   const finished = settleStaged(layer.work, UPPER_STAGING, layer.upper, removeWhiteoutAt);
   removeDeadLeftovers(layer.work, UPPER_DIR_STAGING);
   removeDeadLeftovers(layer.work, UPPER_RESTORE_STAGING);

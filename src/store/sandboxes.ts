@@ -110,15 +110,18 @@ export function tag(): string {
  * left untouched.
  */
 export function openNamed(name: string, env: NodeJS.ProcessEnv = process.env): NamedSandbox {
-  validateSandboxName(name);
-  const base = sandboxesDir(env);
-  const dir = `${base}/${name}`;
-  const sandbox = { dir, upper: `${dir}/upper`, work: `${dir}/work` };
+  const sandbox = namedPaths(name, env);
   for (let tries = 0; tries < 3; tries++) {
-    if (readMeta(dir, name) !== undefined) return sandbox;
-    create(base, dir, name);
+    if (readMeta(sandbox.dir, name) !== undefined) return sandbox;
+    create(sandboxesDir(env), sandbox.dir, name);
   }
-  throw new StoreError(`sandbox ${name}: cannot create ${dir}`);
+  throw new StoreError(`sandbox ${name}: cannot create ${sandbox.dir}`);
+}
+
+/** Where the named sandbox's directories are (whether or not it exists); the name is checked. */
+export function namedPaths(name: string, env: NodeJS.ProcessEnv = process.env): NamedSandbox {
+  const dir = `${sandboxesDir(env)}/${validateSandboxName(name)}`;
+  return { dir, upper: `${dir}/upper`, work: `${dir}/work` };
 }
 
 /** The code of a sandbox whose record is damaged or missing: listed as such, and `rm` removes it. */
