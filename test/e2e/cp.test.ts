@@ -5,7 +5,7 @@
 // out without anything outside the destination changing, --json, and bad usage.
 // Each test has its own $CVISOR_HOME in its scratch dir; the guard checks the fixture and $HOME.
 import assert from "node:assert/strict";
-import { spawnSync } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import {
   chmodSync,
@@ -33,6 +33,7 @@ import {
   shellQuote,
   show,
   which,
+  waitFor,
   type CliResult,
 } from "../helpers/repo.js";
 import { assertOneLineError, storeHome } from "../helpers/store.js";
@@ -549,4 +550,45 @@ gtest(
     assert.ok(!plain.err.includes("\x1b[K"), plain.err);
   },
   { skip: which("script") ? false : "util-linux `script` is not installed", timeout: 300_000 },
+);
+
+// While a copy into a sandbox is under way, the sandbox counts as running (a run record): a
+// snapshot, rollback or rm cannot move its upper from under the copy. The copy is held still
+// (SIGSTOP) once its staging exists, so the check does not race its end.
+gtest(
+  "while a cp runs, snapshot and rm of its sandbox are refused; after it, they work",
+  async (fx) => {
+    const e = setup(fx);
+    ok(await e.sh("true"));
+    const big = join(fx.scratch, "big");
+    for (let d = 0; d < 20; d++) {
+      mkdirSync(join(big, `d${d}`), { recursive: true });
+      for (let f = 0; f < 100; f++) writeFileSync(join(big, `d${d}`, `f${f}`), "x\n");
+    }
+    const work = join(e.home, "sandboxes", "s", "work");
+    const child = spawn(process.execPath, [cliPath, "--sandbox", "s", "cp", big, "sb:/big"], {
+      env: { ...process.env, ...e.env },
+      cwd: fx.scratch,
+      stdio: "ignore",
+    });
+    const done = new Promise<number | null>((resolve) =>
+      child.on("close", (code) => resolve(code)),
+    );
+    try {
+      assert.ok(
+        await waitFor(() => readdirSync(work).some((n) => n.startsWith("cp~")), 20_000),
+        "the copy never started staging",
+      );
+      child.kill("SIGSTOP");
+      const snap = await runCli(["--sandbox", "s", "snapshot", "during"], { extraEnv: e.env });
+      assertOneLineError(snap, /sandbox s is running \(pid \d+\): snapshot refused/);
+      const rm = await runCli(["rm", "s"], { extraEnv: e.env });
+      assertOneLineError(rm, /sandbox s is in use by a run \(pid \d+\)/);
+    } finally {
+      child.kill("SIGCONT");
+    }
+    assert.equal(await done, 0);
+    ok(await runCli(["--sandbox", "s", "snapshot", "after"], { extraEnv: e.env }));
+    assert.ok(existsSync(join(e.home, "layers", "after", "tree", "big", "d19", "f99")));
+  },
 );
