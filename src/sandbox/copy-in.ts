@@ -66,7 +66,7 @@ import {
   upperDirOf,
   UPPER_STAGING,
 } from "./upper-writer.js";
-import { MergedView, ViewError, type ViewDir, type ViewOptions } from "./view.js";
+import { MergedView, upperFd, ViewError, type ViewDir, type ViewOptions } from "./view.js";
 
 /**
  * hidden: host paths guests must not read (the default hidden credentials, cvisor's storage):
@@ -195,15 +195,12 @@ class UpperTree implements TreeDest<ViewDir> {
   makeDir(dir: ViewDir, name: string): ViewDir {
     const parentFd = upperFdOf(dir);
     mkdirSync(at(parentFd, name), { mode: 0o700 });
-    const made: ViewDir = {
-      vpath: dir.vpath === "/" ? `/${name}` : `${dir.vpath}/${name}`,
+    const made = MergedView.detached(
+      dir.vpath === "/" ? `/${name}` : `${dir.vpath}/${name}`,
       name,
-      parent: dir,
-      upperFd: undefined,
-      lowers: [],
-      host: undefined,
-      st: lstatAt(parentFd, name) ?? dir.st,
-    };
+      dir,
+      lstatAt(parentFd, name) ?? dir.st,
+    );
     this.view.adopt(made, openDirAt(parentFd, name));
     return made;
   }
@@ -226,7 +223,8 @@ class UpperTree implements TreeDest<ViewDir> {
 
   identity(dir: ViewDir): string {
     // Only the upper is written: a host directory of the view is never a destination.
-    return dir.upperFd !== undefined ? identity(fstatSync(dir.upperFd)) : `view:${dir.vpath}`;
+    const fd = upperFd(dir);
+    return fd !== undefined ? identity(fstatSync(fd)) : `view:${dir.vpath}`;
   }
 
   shown(dir: ViewDir, name?: string): string {
@@ -236,8 +234,9 @@ class UpperTree implements TreeDest<ViewDir> {
 }
 
 function upperFdOf(dir: ViewDir): number {
-  if (dir.upperFd === undefined) throw new CopyError(`sb:${dir.vpath}: not open`);
-  return dir.upperFd;
+  const fd = upperFd(dir);
+  if (fd === undefined) throw new CopyError(`sb:${dir.vpath}: not open`);
+  return fd;
 }
 
 /**
@@ -261,15 +260,7 @@ class UpperStager implements Stager<ViewDir> {
     if (this.root === undefined) {
       const path = `${this.work}/${this.name}`;
       mkdirSync(path, { mode: 0o700 });
-      const root: ViewDir = {
-        vpath: "/",
-        name: "",
-        parent: undefined,
-        upperFd: undefined,
-        lowers: [],
-        host: undefined,
-        st: lstatSync(path),
-      };
+      const root = MergedView.detached("/", "", undefined, lstatSync(path));
       this.view.adopt(root, openDirPath(path));
       this.root = root;
     }

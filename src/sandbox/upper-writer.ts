@@ -30,7 +30,7 @@ import { ownerRecord, removeDeadLeftovers } from "../store/owner.js";
 import { fileTimes } from "./copy-tree.js";
 import { OPAQUE_MARKER, WHITEOUT_PREFIX } from "./layer-names.js";
 import { settleStaged } from "./staged-dest.js";
-import type { MergedView, ViewDir } from "./view.js";
+import { upperFd, type MergedView, type ViewDir } from "./view.js";
 
 /** Prefix of a copy's staging directory and record in a sandbox's work/. */
 export const UPPER_STAGING = "cp~";
@@ -47,7 +47,8 @@ export const UPPER_RESTORE_STAGING = "cache~";
  * so a run sees it whole; one a run made meanwhile is used as it is. Held by the view after.
  */
 export function upperDirOf(view: MergedView, dir: ViewDir, work: string): number {
-  if (dir.upperFd !== undefined) return dir.upperFd;
+  const existing = upperFd(dir);
+  if (existing !== undefined) return existing;
   if (dir.parent === undefined) throw new StoreError("the sandbox has no upper layer");
   const parentFd = upperDirOf(view, dir.parent, work);
   const tmp = `${work}/${UPPER_DIR_STAGING}${ownerRecord()}`;

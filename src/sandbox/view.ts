@@ -1,15 +1,11 @@
 // A small reader of a sandbox's merged view from outside any run: the upper layer over the
 // read-only snapshot layers ("lowers", top first) over the host root, as the guest sees it
-// (docs/ARCHITECTURE.md, "The overlay"). A name is looked up layer by layer, upper first: the
-// first layer that has it answers; a whiteout `.wh.NAME` in a layer hides NAME of every layer
-// below and of the host; a directory merges with its twins below while they are directories and
-// no opaque marker `.wh..wh..opq` in it (or whiteout of its name beside it) stops it. Names
-// starting with `.wh.` are never shown (the host's neither); host paths in `hidden` (the
-// credentials and cvisor's own storage every guest is denied by default) do not exist here.
-//
-// The layers are a guest's work, so they are read as untrusted: every layer directory is opened
-// from its parent's fd with O_NOFOLLOW (../store/fd-path.ts), files are opened O_NOFOLLOW and checked
-// against what lstat said, nothing in a layer is ever followed by the kernel.
+// (docs/ARCHITECTURE.md, "The overlay"). The layers are read by ./layer-stack.ts (the rules,
+// and why as untrusted); where no layer decides a name and the stack lets it show, the host
+// answers. Names starting with `.wh.` are never shown (the host's neither); host paths in
+// `hidden` (the credentials and cvisor's own storage every guest is denied by default) do not
+// exist here. Files are opened O_NOFOLLOW and checked against what lstat said; nothing in a
+// layer is ever followed by the kernel.
 // Symlinks of the view are followed only by resolve(), textually through the view itself, as
 // the supervisor does (40 hops, `..` on the symlink-free path, stopping at `/`).
 //
@@ -18,19 +14,17 @@
 // `--expose` of past runs are not known here: only the default hidden paths are applied.
 import { lstatSync, readlinkSync, realpathSync, type Stats } from "node:fs";
 import { basename, dirname } from "node:path";
-import { OPAQUE_MARKER, WHITEOUT_PREFIX } from "./layer-names.js";
+import { WHITEOUT_PREFIX } from "./layer-names.js";
 import {
-  at,
-  closeQuietly,
-  decodeName,
-  errCode,
-  fdPath,
-  listRaw,
-  lstatAt,
-  openDirAt,
-  openDirPath,
-  openFileChecked,
-} from "../store/fd-path.js";
+  decide,
+  decideAll,
+  keyOf,
+  LayerDir,
+  mergeTwins,
+  openLayerDir,
+  openStack,
+} from "./layer-stack.js";
+import { decodeName, errCode, listRaw, openFileChecked } from "../store/fd-path.js";
 
 /** A directory of the merged view, held open. */
 export interface ViewDir {
@@ -39,21 +33,21 @@ export interface ViewDir {
   /** Its name in its parent ("" for the root). */
   name: string;
   parent: ViewDir | undefined;
-  /** The upper layer's directory of this path, open (O_NOFOLLOW), if there is one. */
-  upperFd: number | undefined;
-  /** The lower layers' directories of this path whose entries show here, top first, open. */
-  lowers: LowerDir[];
+  /**
+   * The layers' directories of this path whose entries show here, top first, open; the upper
+   * layer's is the one with `layer` 0 (see upperFd()).
+   */
+  layers: LayerDir[];
   /** The host directory whose entries show here, if any ("" is the host root). */
   host: string | undefined;
   /** Its stats in the view (its top layer's directory's; the root: the host root's). */
   st: Stats;
 }
 
-/** A lower layer's directory, open (O_NOFOLLOW). */
-export interface LowerDir {
-  /** The layer: its index in the view's lowers. */
-  index: number;
-  fd: number;
+/** The upper layer's directory of dir, open, if there is one. */
+export function upperFd(dir: ViewDir): number | undefined {
+  const top = dir.layers[0];
+  return top?.layer === UPPER ? top.fd : undefined;
 }
 
 /** One entry of a view directory. */
@@ -103,22 +97,11 @@ export class ViewError extends Error {
 
 const MAX_HOPS = 40;
 
+/** The upper's index in the view's stack; lower layer i is UPPER + 1 + i. */
+const UPPER = 0;
+
 function join(dir: string, name: string): string {
   return dir === "/" ? `/${name}` : `${dir}/${name}`;
-}
-
-function isOpaque(fd: number): boolean {
-  return lstatAt(fd, OPAQUE_MARKER)?.isFile() === true;
-}
-
-/** Is there a whiteout for NAME in the layer directory fd? */
-function whiteoutAt(fd: number, name: string): boolean {
-  try {
-    return lstatAt(fd, `${WHITEOUT_PREFIX}${name}`) !== undefined;
-  } catch (err) {
-    if (errCode(err) === "ENAMETOOLONG") return false;
-    throw err;
-  }
 }
 
 function lstatHost(path: string): Stats | undefined {
@@ -144,10 +127,15 @@ function realHidden(path: string): string {
   }
 }
 
+/** Where an entry of the view comes from, from its layer's index in the stack. */
+function origin(layer: number): Pick<ViewEntry, "layer" | "lower"> {
+  return layer === UPPER ? { layer: "upper" } : { layer: "lower", lower: layer - UPPER - 1 };
+}
+
 export class MergedView {
   readonly root: ViewDir;
   private readonly hidden: Set<string>;
-  private readonly owned = new Set<number>();
+  private readonly owned = new Set<LayerDir>();
 
   constructor(
     readonly upper: string,
@@ -155,29 +143,16 @@ export class MergedView {
   ) {
     const host = opts.host ?? "";
     this.hidden = new Set((opts.hidden ?? []).map(realHidden));
-    const upperFd = this.own(openDirPath(upper));
-    let opaque = isOpaque(upperFd);
-    const lowers: LowerDir[] = [];
-    for (const [index, tree] of (opts.lowers ?? []).entries()) {
-      if (opaque) break; // layers below an opaque root do not show
-      const fd = this.own(openDirPath(tree));
-      lowers.push({ index, fd });
-      opaque = isOpaque(fd);
-    }
+    const stack = openStack([upper, ...(opts.lowers ?? [])], {});
+    for (const d of stack.layers) this.owned.add(d);
     this.root = {
       vpath: "/",
       name: "",
       parent: undefined,
-      upperFd,
-      lowers,
-      host: opaque ? undefined : host,
+      layers: stack.layers,
+      host: stack.below ? host : undefined,
       st: lstatSync(host || "/"),
     };
-  }
-
-  private own(fd: number): number {
-    this.owned.add(fd);
-    return fd;
   }
 
   /** Is this host path hidden from the view? */
@@ -191,15 +166,11 @@ export class MergedView {
       return undefined;
     }
     const vpath = join(dir.vpath, name);
-    if (dir.upperFd !== undefined) {
-      const st = lstatAt(dir.upperFd, name);
-      if (st) return { name, vpath, st, layer: "upper" };
-      if (whiteoutAt(dir.upperFd, name)) return undefined;
-    }
-    for (const l of dir.lowers) {
-      const st = lstatAt(l.fd, name);
-      if (st) return { name, vpath, st, layer: "lower", lower: l.index };
-      if (whiteoutAt(l.fd, name)) return undefined;
+    const key = keyOf(name);
+    const d = decide(dir.layers, key);
+    if (d !== undefined) {
+      const layer = (dir.layers[d.at] as LayerDir).layer;
+      return d.st && { name, vpath, st: d.st, ...origin(layer) };
     }
     if (dir.host === undefined) return undefined;
     const path = `${dir.host}/${name}`;
@@ -210,7 +181,8 @@ export class MergedView {
 
   /** Is there a whiteout for NAME in dir's upper directory? */
   whiteout(dir: ViewDir, name: string): boolean {
-    return dir.upperFd !== undefined && whiteoutAt(dir.upperFd, name);
+    const top = dir.layers[0];
+    return top?.layer === UPPER && top.whitedOut(keyOf(name));
   }
 
   /**
@@ -219,11 +191,11 @@ export class MergedView {
    * Host directories hidden from the view count: their entries must not show either.
    */
   dirBelowUpper(dir: ViewDir, name: string): boolean {
-    for (const l of dir.lowers) {
-      const st = lstatAt(l.fd, name);
-      if (st) return st.isDirectory();
-      if (whiteoutAt(l.fd, name)) return false;
-    }
+    const d = decide(
+      dir.layers.filter((l) => l.layer !== UPPER),
+      keyOf(name),
+    );
+    if (d !== undefined) return d.st?.isDirectory() === true;
     if (dir.host === undefined) return false;
     return lstatHost(`${dir.host}/${name}`)?.isDirectory() === true;
   }
@@ -233,25 +205,7 @@ export class MergedView {
    * the names that are not valid UTF-8 (shown with replacement characters), which are left out.
    */
   list(dir: ViewDir): { names: string[]; undecodable: string[] } {
-    // Byte-string keys (latin1: one char per byte), so names that are not UTF-8 match too.
-    const shown = new Set<string>();
-    const gone = new Set<string>();
-    const layerFds = [
-      ...(dir.upperFd === undefined ? [] : [dir.upperFd]),
-      ...dir.lowers.map((l) => l.fd),
-    ];
-    for (const fd of layerFds) {
-      const goneHere: string[] = [];
-      for (const raw of listRaw(fdPath(fd))) {
-        const key = raw.toString("latin1");
-        if (key.startsWith(WHITEOUT_PREFIX)) {
-          if (key !== OPAQUE_MARKER) goneHere.push(key.slice(WHITEOUT_PREFIX.length));
-        } else if (!gone.has(key)) {
-          shown.add(key);
-        }
-      }
-      for (const key of goneHere) gone.add(key);
-    }
+    const decided = new Map(decideAll(dir.layers));
     const names: string[] = [];
     const undecodable: string[] = [];
     const take = (raw: Buffer): void => {
@@ -259,11 +213,11 @@ export class MergedView {
       if (name !== undefined) names.push(name);
       else undecodable.push(raw.toString("utf8"));
     };
-    for (const key of shown) take(Buffer.from(key, "latin1"));
+    for (const [key, d] of decided) if (!d.whiteout) take(Buffer.from(key, "latin1"));
     if (dir.host !== undefined) {
       for (const raw of listRaw(dir.host || "/")) {
         const key = raw.toString("latin1");
-        if (key.startsWith(WHITEOUT_PREFIX) || gone.has(key) || shown.has(key)) continue;
+        if (key.startsWith(WHITEOUT_PREFIX) || decided.has(key)) continue;
         const name = decodeName(raw);
         if (name !== undefined && this.hidden.has(`${dir.host}/${name}`)) continue;
         take(raw);
@@ -277,82 +231,68 @@ export class MergedView {
     if (entry.open) return entry.open;
     if (!entry.st.isDirectory()) throw new ViewError("ENOTDIR", entry.vpath);
     const name = entry.name;
-    let upperFd: number | undefined;
-    const lowers: LowerDir[] = [];
+    const parts = { vpath: entry.vpath, name, parent: dir, st: entry.st };
+    if (entry.layer === "host") {
+      return { ...parts, layers: [], host: `${dir.host ?? ""}/${name}` };
+    }
+    const key = keyOf(name);
+    const at = dir.layers.findIndex((l) =>
+      entry.layer === "upper" ? l.layer === UPPER : l.layer === UPPER + 1 + (entry.lower ?? -1),
+    );
+    const from = dir.layers[at];
+    if (from === undefined) throw new ViewError("ENOENT", entry.vpath);
+    const first = openLayerDir(from.layer, from.path(key), entry.st, {}) as LayerDir;
+    const { layers, stopped } = mergeTwins(dir.layers, at, key, first, {});
+    for (const l of layers) this.owned.add(l);
     let host: string | undefined;
-    let stop: boolean;
-    let next = 0; // the first of dir.lowers that may merge
-    if (entry.layer === "upper") {
-      if (dir.upperFd === undefined) throw new ViewError("ENOENT", entry.vpath);
-      upperFd = this.own(openDirAt(dir.upperFd, name));
-      stop = isOpaque(upperFd) || whiteoutAt(dir.upperFd, name);
-    } else if (entry.layer === "lower") {
-      next = dir.lowers.findIndex((l) => l.index === entry.lower);
-      const from = dir.lowers[next];
-      if (from === undefined) throw new ViewError("ENOENT", entry.vpath);
-      const fd = this.own(openDirAt(from.fd, name));
-      lowers.push({ index: from.index, fd });
-      stop = isOpaque(fd) || whiteoutAt(from.fd, name);
-      next++;
-    } else {
-      host = `${dir.host ?? ""}/${name}`;
-      stop = true;
-    }
-    for (const l of dir.lowers.slice(next)) {
-      if (stop) break;
-      const st = lstatAt(l.fd, name);
-      if (st?.isDirectory()) {
-        const fd = this.own(openDirAt(l.fd, name));
-        lowers.push({ index: l.index, fd });
-        stop = isOpaque(fd) || whiteoutAt(l.fd, name);
-      } else {
-        stop = st !== undefined || whiteoutAt(l.fd, name);
-      }
-    }
-    if (!stop && dir.host !== undefined) {
+    if (!stopped && dir.host !== undefined) {
       const path = `${dir.host}/${name}`;
       if (!this.hidden.has(path) && lstatHost(path)?.isDirectory()) host = path;
     }
-    return { vpath: entry.vpath, name, parent: dir, upperFd, lowers, host, st: entry.st };
+    return { ...parts, layers, host };
   }
 
   /** Releases a directory from openDir() or resolve() (the root stays open until dispose()). */
   close(dir: ViewDir): void {
     if (dir === this.root) return;
-    if (dir.upperFd !== undefined && this.owned.delete(dir.upperFd)) closeQuietly(dir.upperFd);
-    dir.upperFd = undefined;
-    for (const l of dir.lowers) if (this.owned.delete(l.fd)) closeQuietly(l.fd);
-    dir.lowers = [];
+    for (const l of dir.layers) if (this.owned.delete(l)) l.close();
+    dir.layers = [];
   }
 
-  /** Takes an fd the caller opened into the view's care (closed by close() or dispose()). */
+  /**
+   * Gives dir (which has none) the upper directory open as fd, taken into the view's care
+   * (closed by close() or dispose()). A directory made in the upper starts with no layers.
+   */
   adopt(dir: ViewDir, fd: number): void {
-    dir.upperFd = this.own(fd);
+    if (upperFd(dir) !== undefined) throw new Error(`${dir.vpath}: already has an upper`);
+    const upper = new LayerDir(UPPER, fd, false);
+    this.owned.add(upper);
+    dir.layers = [upper, ...dir.layers];
+  }
+
+  /** A directory of the upper only (made by a copy, or a staging area), not yet open. */
+  static detached(vpath: string, name: string, parent: ViewDir | undefined, st: Stats): ViewDir {
+    return { vpath, name, parent, layers: [], host: undefined, st };
   }
 
   /** Closes everything the view holds open. */
   dispose(): void {
-    for (const fd of this.owned) closeQuietly(fd);
+    for (const l of this.owned) l.close();
     this.owned.clear();
   }
 
   /** The path to open an entry of dir by (an fd-relative one in a layer). */
-  realPath(dir: ViewDir, entry: ViewEntry): string {
-    if (entry.layer === "upper") {
-      if (dir.upperFd === undefined) throw new ViewError("ENOENT", entry.vpath);
-      return at(dir.upperFd, entry.name);
-    }
-    if (entry.layer === "lower") {
-      const l = dir.lowers.find((d) => d.index === entry.lower);
-      if (l === undefined) throw new ViewError("ENOENT", entry.vpath);
-      return at(l.fd, entry.name);
-    }
-    return `${dir.host ?? ""}/${entry.name}`;
+  realPath(dir: ViewDir, entry: ViewEntry): string | Buffer {
+    if (entry.layer === "host") return `${dir.host ?? ""}/${entry.name}`;
+    const want = entry.layer === "upper" ? UPPER : UPPER + 1 + (entry.lower ?? -1);
+    const l = dir.layers.find((d) => d.layer === want);
+    if (l === undefined) throw new ViewError("ENOENT", entry.vpath);
+    return l.path(keyOf(entry.name));
   }
 
   /** A symlink's target, as written (never followed here). */
   readlink(dir: ViewDir, entry: ViewEntry): string {
-    return readlinkSync(this.realPath(dir, entry));
+    return readlinkSync(this.realPath(dir, entry), "utf8");
   }
 
   /** Opens a regular file entry for reading (O_NOFOLLOW, checked to be the file lstat saw). */
@@ -362,13 +302,8 @@ export class MergedView {
 
   /** An entry for a directory the view holds open (the root, the end of a resolve). */
   private selfEntry(dir: ViewDir): ViewEntry {
-    const top = dir.lowers[0];
-    const where: Pick<ViewEntry, "layer" | "lower"> =
-      dir.upperFd !== undefined
-        ? { layer: "upper" }
-        : top !== undefined
-          ? { layer: "lower", lower: top.index }
-          : { layer: "host" };
+    const top = dir.layers[0];
+    const where = top !== undefined ? origin(top.layer) : { layer: "host" as const };
     return { name: dir.name, vpath: dir.vpath, st: dir.st, ...where, open: dir };
   }
 
