@@ -2,7 +2,7 @@
 // src/cli/main.ts (an ESM entry and a module graph cost milliseconds at every start);
 // dist/cvisor.cjs, the bin, is src/cli/bin.cts: it runs that bundle with V8's code cache,
 // dist/cli.cjs.cache, which this script writes last by running `cvisor -- true` once.
-// What main.ts loads lazily (doctor, the commander parser, the store commands, and the library
+// What main.ts loads lazily (the commander parser, every command but the run, and the library
 // entry that tells their modules where the package is) stays out of the bundle: those dynamic
 // imports are pointed at tsc's ESM output in dist/src/ and go through the bin's importer (a
 // dynamic import() in a vm.Script needs an experimental flag on Node 20).
@@ -16,8 +16,7 @@ import { fileURLToPath } from "node:url";
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const dist = join(root, "dist");
 const lazy = {
-  "./doctor.js": "./src/cli/doctor.js",
-  "./commands.js": "./src/cli/commands.js",
+  "./commands/all.js": "./src/cli/commands/all.js",
   "./parse.js": "./src/cli/parse.js",
   "../index.js": "./src/index.js",
 };
@@ -71,7 +70,7 @@ const result = await build({
     {
       name: "lazy-esm",
       setup(b) {
-        b.onResolve({ filter: /^\.{1,2}\/[\w-]+\.js$/ }, (args) => {
+        b.onResolve({ filter: /^\.{1,2}\/[\w/-]+\.js$/ }, (args) => {
           const to = lazy[args.path];
           const fromMain = args.importer === join(root, "src", "cli", "main.ts");
           return to && fromMain && args.kind === "dynamic-import"

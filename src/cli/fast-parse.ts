@@ -1,10 +1,10 @@
 // The fast path of the command line: the plain run grammar (the run options of
-// ./run-options.ts, then `--`), parsed without loading commander, which costs more start-up
-// time than a `cvisor -- true` budget allows. Anything else (help, version, doctor, errors)
+// ./commands/run.ts, then `--`), parsed without loading commander, which costs more start-up
+// time than a `cvisor -- true` budget allows. Anything else (help, version, commands, errors)
 // returns null and goes to parse.ts, which stays the authority (a unit test checks that both
 // agree).
 import { buildRunPlan, separatorIndex, type Plan, type RootOptions } from "./plan.js";
-import { optionShapes, RUN_OPTIONS } from "./run-options.js";
+import { optionShapes, RUN_OPTIONS } from "./commands/run.js";
 
 const SHAPES = optionShapes(RUN_OPTIONS);
 

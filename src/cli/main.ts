@@ -15,7 +15,7 @@ import { EXIT_CVISOR, EXIT_SIGPIPE } from "./exit-codes.js";
 import { fastParse } from "./fast-parse.js";
 import type { Plan } from "./plan.js";
 // Static: the run path is the one that must start fast.
-import { runCommand } from "./run.js";
+import * as run from "./commands/run.js";
 
 async function execute(plan: Plan): Promise<number> {
   switch (plan.kind) {
@@ -25,21 +25,15 @@ async function execute(plan: Plan): Promise<number> {
     case "error":
       writeStderr(`cvisor: ${plan.message}\n`);
       return plan.exitCode;
-    case "doctor": {
-      // Lazy: doctor's code stays off the run path (and out of the bundle: it runs from the
-      // ESM build, whose modules learn where the package is from the library entry).
-      await import("../index.js");
-      const { doctor } = await import("./doctor.js");
-      return doctor(plan);
-    }
     case "command": {
-      // Lazy, like doctor: sandbox management stays off the run path and out of the bundle.
+      // Lazy: every other command stays off the run path (and out of the bundle: it runs from
+      // the ESM build, whose modules learn where the package is from the library entry).
       await import("../index.js");
-      const { runStoreCommand } = await import("./commands.js");
-      return runStoreCommand(plan);
+      const { runCommand } = await import("./commands/all.js");
+      return runCommand(plan);
     }
     case "run":
-      return runCommand(plan);
+      return run.action(plan);
   }
 }
 

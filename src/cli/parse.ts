@@ -4,7 +4,7 @@ import { Command, CommanderError } from "commander";
 import { CvisorError } from "../core/errors.js";
 import { VERSION } from "../version.js";
 import { EXIT_CVISOR, EXIT_OK } from "./exit-codes.js";
-import { RUN_OPTIONS } from "./run-options.js";
+import * as run from "./commands/run.js";
 import { COMMANDS } from "./commands/all.js";
 import {
   buildRunPlan,
@@ -17,27 +17,7 @@ import {
 } from "./plan.js";
 import { validateSandboxName } from "../store/sandboxes.js";
 
-export type { DoctorPlan, ErrorPlan, Plan, PrintPlan, RunPlan, StoreCommandPlan } from "./plan.js";
-
-const HELP_AFTER = `
-Everything after -- is the command, verbatim. Without a command, cvisor starts $SHELL
-(else /bin/sh) in the sandbox.
-
-Exit status: the command's own; 128+N when it was killed by signal N; 124 when
---timeout fired; 125 when cvisor itself failed; 126 when the command could not be
-executed; 127 when it was not found.
-
-Examples:
-  cvisor -- uname -a
-  cvisor --no-network --timeout 30s -- make test
-  cvisor -e DEBUG=1 -e HOME -C /tmp -- sh -c 'echo $DEBUG'
-  cvisor --sandbox work -- make install     (again later: the same files)
-`;
-
-/** A repeatable option's values, in order. */
-function collect(value: string, previous: string[] | undefined): string[] {
-  return [...(previous ?? []), value];
-}
+export type { ErrorPlan, Plan, PrintPlan, RunPlan, StoreCommandPlan } from "./plan.js";
 
 /** Parses cvisor's command line (without node and the script path). */
 export function parseCli(
@@ -50,17 +30,11 @@ export function parseCli(
   let out = "";
   let plan: Plan | undefined;
 
-  const program = new Command("cvisor")
-    .usage("[options] -- CMD [ARGS...]")
-    .description("Run a program in a sandbox that can read this machine but not change it.");
-  for (const o of RUN_OPTIONS) {
-    if (o.repeat) program.option(o.flags, o.help, collect);
-    else program.option(o.flags, o.help);
-  }
+  const program = new Command("cvisor");
+  run.define(program);
   program
     .version(VERSION, "-V, --version", "print the version")
     .helpOption("-h, --help", "print this help")
-    .addHelpText("after", HELP_AFTER)
     .argument("[stray...]")
     // Unknown options land in `stray` too, so `cvisor ls -l` can say "put ls after --".
     .allowUnknownOption()
@@ -76,19 +50,7 @@ export function parseCli(
           ? strayPlan(stray)
           : buildRunPlan(program.opts<RootOptions>(), command, hostEnv);
     });
-  program
-    .command("doctor")
-    .description("check that this machine can run sandboxes")
-    .option("--json", "print the checks as JSON")
-    .helpOption("-h, --help", "print this help")
-    .action((opts: { json?: boolean }) => {
-      plan =
-        command.length > 0
-          ? usageError("doctor takes no command after --")
-          : { kind: "doctor", json: Boolean(opts.json || program.opts<RootOptions>().json) };
-    });
-
-  /** A sandbox-management command: its operands and options go to src/cli/commands.ts. */
+  /** Any other command: its operands and options go to its action (src/cli/commands/). */
   const storeCommand = (
     name: StoreCommandPlan["command"],
     operands: string[],
@@ -115,7 +77,7 @@ export function parseCli(
       json: Boolean(options.json || root.json),
     };
   };
-  for (const c of COMMANDS) c.define(program, storeCommand);
+  for (const c of Object.values(COMMANDS)) c.define(program, storeCommand);
   program.helpCommand("help [command]", "print the help of a command");
   // An error in a subcommand points at that subcommand's help.
   let failedIn = "";

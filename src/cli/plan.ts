@@ -4,6 +4,7 @@ import { CvisorError } from "../core/errors.js";
 import { parseDuration } from "../sandbox/duration.js";
 import { validateSandboxName } from "../store/sandboxes.js";
 import { EXIT_CVISOR } from "./exit-codes.js";
+import { VALUE_FLAGS } from "./commands/run.js";
 
 /** Run a command (or the user's shell) in a sandbox. */
 export interface RunPlan {
@@ -29,16 +30,11 @@ export interface RunPlan {
   sandbox?: string;
 }
 
-/** Run `cvisor doctor`. */
-export interface DoctorPlan {
-  kind: "doctor";
-  json: boolean;
-}
-
-/** A command that manages sandboxes (src/cli/commands.ts carries it out, loaded only then). */
+/** Any command but the run (its action in src/cli/commands/ carries it out, loaded only then). */
 export interface StoreCommandPlan {
   kind: "command";
   command:
+    | "doctor"
     | "ls"
     | "rm"
     | "diff"
@@ -73,31 +69,19 @@ export interface ErrorPlan {
 }
 
 /** Everything the command line can ask for. */
-export type Plan = RunPlan | DoctorPlan | StoreCommandPlan | PrintPlan | ErrorPlan;
+export type Plan = RunPlan | StoreCommandPlan | PrintPlan | ErrorPlan;
 
 /**
- * Options that take a value: the token after them is their value, `--` too (`--sandbox --` is a
- * sandbox named "--"), unless no other `--` follows: then the value was left out
- * (`--timeout -- make`), and that `--` is the separator.
+ * The index of the `--` that ends cvisor's own options, or -1. After an option that takes a
+ * value the next token is its value, `--` too (`--sandbox --` is a sandbox named "--"), unless
+ * no other `--` follows: then the value was left out (`--timeout -- make`), and that `--` is
+ * the separator.
  */
-const VALUE_OPTIONS = new Set([
-  "-e",
-  "--env",
-  "--timeout",
-  "-C",
-  "--workdir",
-  "--hide",
-  "--expose",
-  "--allow-unix",
-  "--sandbox",
-]);
-
-/** The index of the `--` that ends cvisor's own options, or -1. */
 export function separatorIndex(args: readonly string[]): number {
   for (let i = 0; i < args.length; i++) {
     const arg = args[i];
     if (arg === "--") return i;
-    if (arg !== undefined && VALUE_OPTIONS.has(arg)) {
+    if (arg !== undefined && VALUE_FLAGS.has(arg)) {
       if (args[i + 1] === "--" && !args.includes("--", i + 2)) return i + 1;
       i++;
     }

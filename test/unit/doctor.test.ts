@@ -2,7 +2,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import type { ProbeResult } from "../../src/core/native.js";
-import { formatReport } from "../../src/cli/doctor.js";
+import { formatReport } from "../../src/cli/commands/doctor.js";
 import {
   cgroupChecks,
   kernelChecks,

@@ -121,8 +121,14 @@ test("--sandbox NAME: the named sandbox; a bad name is 125 with one line naming 
 });
 
 test("doctor", () => {
-  assert.deepEqual(parseCli(["doctor"], host), { kind: "doctor", json: false });
-  assert.deepEqual(parseCli(["doctor", "--json"], host), { kind: "doctor", json: true });
+  const doctor = (args: string[]) => {
+    const plan = parseCli(args, host);
+    assert.equal(plan.kind, "command");
+    return plan.kind === "command" ? [plan.command, plan.json, plan.options.store] : [];
+  };
+  assert.deepEqual(doctor(["doctor"]), ["doctor", false, undefined]);
+  assert.deepEqual(doctor(["doctor", "--json"]), ["doctor", true, undefined]);
+  assert.deepEqual(doctor(["doctor", "--store"]), ["doctor", false, true]);
   assert.equal(parseCli(["doctor", "--", "x"], host).kind, "error");
   // After --, "doctor" is a program name like any other.
   assert.deepEqual(run(["--", "doctor"]).argv, ["doctor"]);

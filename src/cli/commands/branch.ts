@@ -7,7 +7,7 @@ import { EXIT_OK } from "../exit-codes.js";
 import type { StoreCommandPlan } from "../plan.js";
 import { ops, reportLeftovers } from "./snapshot.js";
 
-export async function branch(plan: StoreCommandPlan): Promise<number> {
+export async function action(plan: StoreCommandPlan): Promise<number> {
   if (plan.sandbox === undefined) {
     throw new UsageError(
       "branch needs the new sandbox's name: cvisor --sandbox NEW branch ID (see cvisor --help)",

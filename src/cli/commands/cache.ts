@@ -12,7 +12,7 @@ import { CvisorError, NotFoundError, UsageError } from "../../core/errors.js";
 import { defaultHiddenPaths } from "../../paths.js";
 import type { Skipped } from "../../sandbox/copy-tree.js";
 import type { SandboxInUse } from "../../sandbox/open-layer.js";
-import { targetSandbox } from "../commands.js";
+import { targetSandbox } from "./define.js";
 import { writeStderr } from "../errors.js";
 import { EXIT_CACHE_MISS, EXIT_OK } from "../exit-codes.js";
 import { ProgressLine } from "../progress.js";
@@ -61,7 +61,7 @@ function out(obj: unknown): void {
   process.stdout.write(`${JSON.stringify(obj)}\n`);
 }
 
-export async function cache(plan: StoreCommandPlan): Promise<number> {
+export async function action(plan: StoreCommandPlan): Promise<number> {
   const [
     { isFormat, validateKey },
     { backendSpec, openBackend },
@@ -298,7 +298,7 @@ export async function cache(plan: StoreCommandPlan): Promise<number> {
   }
 }
 
-/** `cvisor [--sandbox NAME] cache save|restore|ls|rm` (cache() above carries them out). */
+/** `cvisor [--sandbox NAME] cache save|restore|ls|rm` (action() above carries them out). */
 export function define(program: Command, to: ToPlan): void {
   const cache = program
     .command("cache")

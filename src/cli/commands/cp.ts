@@ -12,7 +12,7 @@ import { CopyError, CvisorError, restated, UsageError } from "../../core/errors.
 import { errCode } from "../../store/fd-path.js";
 import { defaultHiddenPaths } from "../../paths.js";
 import type { CopyReport, Skipped } from "../../sandbox/copy-tree.js";
-import { targetSandbox } from "../commands.js";
+import { targetSandbox } from "./define.js";
 import { writeStderr } from "../errors.js";
 import { EXIT_OK } from "../exit-codes.js";
 import type { StoreCommandPlan } from "../plan.js";
@@ -77,7 +77,7 @@ function progressText(p: ProgressLine, r: CopyReport): string {
   );
 }
 
-export async function cp(plan: StoreCommandPlan): Promise<number> {
+export async function action(plan: StoreCommandPlan): Promise<number> {
   const [{ checkHostSources, copyIn }, { copyOut }, { useNamed }] = await Promise.all([
     import("../../sandbox/copy-in.js"),
     import("../../sandbox/copy-out.js"),

@@ -1,6 +1,12 @@
 // What every command file of this directory shares: how its definition hands a parsed command
-// line to the plan, and the help text of --sandbox.
+// line to the plan, the help text of --sandbox, and the sandbox a command acts on.
+import { DEFAULT_NAMED_SANDBOX } from "../../store/sandboxes.js";
 import type { StoreCommandPlan } from "../plan.js";
+
+/** The sandbox a command acts on: --sandbox, else "default" (as cVisor does). */
+export function targetSandbox(plan: StoreCommandPlan): string {
+  return plan.sandbox ?? DEFAULT_NAMED_SANDBOX;
+}
 
 /** Hands a management command's operands and options to the plan (parse.ts's storeCommand). */
 export type ToPlan = (

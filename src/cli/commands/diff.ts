@@ -6,7 +6,7 @@ import { sandboxHelp, type ToPlan } from "./define.js";
 import { NotFoundError } from "../../core/errors.js";
 import { existsSync } from "node:fs";
 import { readMeta, sandboxesDir } from "../../store/sandboxes.js";
-import { targetSandbox } from "../commands.js";
+import { targetSandbox } from "./define.js";
 import { EXIT_OK } from "../exit-codes.js";
 import type { StoreCommandPlan } from "../plan.js";
 
@@ -19,7 +19,7 @@ export function existingSandbox(name: string): string {
   return dir;
 }
 
-export async function diff(plan: StoreCommandPlan): Promise<number> {
+export async function action(plan: StoreCommandPlan): Promise<number> {
   const { layerChanges } = await import("../../sandbox/changes.js");
   const { sandboxLowers } = await import("../../sandbox/lowers.js");
   const dir = existingSandbox(targetSandbox(plan));

@@ -11,7 +11,7 @@ import { ownerRecord, removeDeadLeftovers } from "../../store/owner.js";
 import { cleanedUpOnSignal } from "../../sandbox/interrupt.js";
 import { sandboxLowers } from "../../sandbox/lowers.js";
 import { existingSandbox } from "./diff.js";
-import { targetSandbox } from "../commands.js";
+import { targetSandbox } from "./define.js";
 import { writeStderr } from "../errors.js";
 import { EXIT_OK } from "../exit-codes.js";
 import type { StoreCommandPlan } from "../plan.js";
@@ -30,7 +30,7 @@ function errorText(err: unknown): string {
   return known ? known[1] : (err as Error).message;
 }
 
-export async function exportLayer(plan: StoreCommandPlan): Promise<number> {
+export async function action(plan: StoreCommandPlan): Promise<number> {
   const { writeLayer } = await import("../../sandbox/export-layer.js");
   const name = targetSandbox(plan);
   const dir = existingSandbox(name);

@@ -7,7 +7,7 @@ import { EXIT_OK } from "../exit-codes.js";
 import { humanBytes, humanTime, writeTable } from "../human.js";
 import type { StoreCommandPlan } from "../plan.js";
 
-export async function ls(plan: StoreCommandPlan): Promise<number> {
+export async function action(plan: StoreCommandPlan): Promise<number> {
   // Interrupted snapshots and branches are finished (or undone) first, and said so.
   await (await import("./snapshot.js")).reportLeftovers();
   const { listSandboxes } = await import("../../sandbox/manage.js");

@@ -7,7 +7,7 @@ import { writeStderr } from "../errors.js";
 import { EXIT_CVISOR, EXIT_OK } from "../exit-codes.js";
 import type { StoreCommandPlan } from "../plan.js";
 
-export async function rm(plan: StoreCommandPlan): Promise<number> {
+export async function action(plan: StoreCommandPlan): Promise<number> {
   const { removeSandbox } = await import("../../sandbox/manage.js");
   await (await import("./snapshot.js")).reportLeftovers();
   const removed: string[] = [];

@@ -2,12 +2,12 @@
 // snapshot ID (its upper starts empty over the snapshot's layers).
 import type { Command } from "commander";
 import { sandboxHelp, type ToPlan } from "./define.js";
-import { targetSandbox } from "../commands.js";
+import { targetSandbox } from "./define.js";
 import { EXIT_OK } from "../exit-codes.js";
 import type { StoreCommandPlan } from "../plan.js";
 import { ops, reportLeftovers } from "./snapshot.js";
 
-export async function rollback(plan: StoreCommandPlan): Promise<number> {
+export async function action(plan: StoreCommandPlan): Promise<number> {
   await reportLeftovers();
   const r = (await ops()).rollback(targetSandbox(plan), plan.operands[0] ?? "");
   if (plan.json) process.stdout.write(`${JSON.stringify(r)}\n`);

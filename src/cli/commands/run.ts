@@ -1,4 +1,6 @@
-// `cvisor [options] -- CMD [ARGS...]`: runs the plan with the terminal's fds handed straight
+// `cvisor [options] -- CMD [ARGS...]`: the run command's definition (its options, defined once:
+// parse.ts gives them to commander, fast-parse.ts reads a plain run line with them without
+// loading commander) and its action, which runs the plan with the terminal's fds handed straight
 // to the guest (Node never reads process.stdin nor copies output), then exits with its code.
 // A CLI has one run, so it blocks in cv_run_wait_forwarding (which also turns SIGTERM/SIGHUP,
 // and SIGINT/SIGQUIT off a terminal, into a kill of the tree) rather than watching the done fd
@@ -6,17 +8,126 @@
 // neither node:net nor node:tty and starts no threadpool.
 import { statSync } from "node:fs";
 import { constants as osConstants } from "node:os";
-import * as native from "../core/native.js";
-import { finishRun, runSpec } from "../sandbox/native-run.js";
-import { toRunResult } from "../sandbox/result.js";
-import { closeLayer, openLayer } from "../sandbox/open-layer.js";
-import { NotFoundError, UsageError } from "../core/errors.js";
-import { writeStderr } from "./errors.js";
-import { denialHints, jsonReport, runMessage } from "./exit-codes.js";
-import type { RunPlan } from "./plan.js";
+import * as native from "../../core/native.js";
+import { finishRun, runSpec } from "../../sandbox/native-run.js";
+import { toRunResult } from "../../sandbox/result.js";
+import { closeLayer, openLayer } from "../../sandbox/open-layer.js";
+import { NotFoundError, UsageError } from "../../core/errors.js";
+import { writeStderr } from "../errors.js";
+import { denialHints, jsonReport, runMessage } from "../exit-codes.js";
+import type { RunPlan } from "../plan.js";
+import type { Command } from "commander";
+
+export interface RunOption {
+  flags: string;
+  help: string;
+  /** Given again, it adds a value (an array); else the last one wins. */
+  repeat?: true;
+}
+
+export const RUN_OPTIONS: readonly RunOption[] = [
+  {
+    flags: "-e, --env <KEY=VAL>",
+    help: "set a variable in the guest environment (KEY alone: the host's value); repeatable",
+    repeat: true,
+  },
+  {
+    flags: "--no-network",
+    help: "make AF_INET/AF_INET6 sockets fail (the sandbox's own unix sockets still work)",
+  },
+  { flags: "--allow-listen", help: "allow bind/listen on AF_INET/AF_INET6 sockets" },
+  {
+    flags: "--timeout <duration>",
+    help: "kill the whole process tree after DURATION (500ms, 5s, 2m)",
+  },
+  { flags: "-C, --workdir <dir>", help: "run the command in DIR" },
+  {
+    flags: "--hide <path>",
+    help: "also keep PATH (and all below it) from the guest; repeatable",
+    repeat: true,
+  },
+  {
+    flags: "--expose <path>",
+    help: "let the guest read PATH although it is hidden by default (e.g. ~/.ssh); repeatable",
+    repeat: true,
+  },
+  {
+    flags: "--allow-unix <path>",
+    help: "let the guest connect to the host's unix socket PATH (an ssh-agent, Docker, D-Bus); repeatable",
+    repeat: true,
+  },
+  {
+    flags: "--sandbox <name>",
+    help: "run in the named sandbox NAME, created on first use: its changes are kept for the next run (letters, digits, - _ .); without it the sandbox is thrown away at the end",
+  },
+  { flags: "--json", help: "print a JSON run report on stderr at the end" },
+];
+
+/** One option as the fast parser uses it. */
+export interface OptionShape {
+  /** The options key ("allowUnix"). */
+  key: string;
+  /** It takes a value (`<...>` in its flags). */
+  value: boolean;
+  /** --no-X: sets key X to false. */
+  negated: boolean;
+  repeat: boolean;
+}
+
+/** Each name an option is written with ("-e", "--env") and what it is. */
+export function optionShapes(options: readonly RunOption[]): Map<string, OptionShape> {
+  const out = new Map<string, OptionShape>();
+  for (const o of options) {
+    const names = o.flags.split(/[ ,]+/).filter((n) => n.startsWith("-"));
+    const long = names.find((n) => n.startsWith("--")) ?? "";
+    const negated = long.startsWith("--no-");
+    const bare = long.slice(negated ? 5 : 2);
+    const key = bare.replace(/-([a-z])/g, (_, c: string) => c.toUpperCase());
+    const shape = { key, value: o.flags.includes("<"), negated, repeat: o.repeat === true };
+    for (const n of names) out.set(n, shape);
+  }
+  return out;
+}
+
+/** The names of the options that take a value ("-e", "--env", ...). */
+export const VALUE_FLAGS: ReadonlySet<string> = new Set(
+  [...optionShapes(RUN_OPTIONS)].filter(([, shape]) => shape.value).map(([name]) => name),
+);
+
+const HELP_AFTER = `
+Everything after -- is the command, verbatim. Without a command, cvisor starts $SHELL
+(else /bin/sh) in the sandbox.
+
+Exit status: the command's own; 128+N when it was killed by signal N; 124 when
+--timeout fired; 125 when cvisor itself failed; 126 when the command could not be
+executed; 127 when it was not found.
+
+Examples:
+  cvisor -- uname -a
+  cvisor --no-network --timeout 30s -- make test
+  cvisor -e DEBUG=1 -e HOME -C /tmp -- sh -c 'echo $DEBUG'
+  cvisor --sandbox work -- make install     (again later: the same files)
+`;
+
+/** A repeatable option's values, in order. */
+function collect(value: string, previous: string[] | undefined): string[] {
+  return [...(previous ?? []), value];
+}
+
+/** The run command's definition: the root program's usage, options and help. */
+export function define(program: Command): void {
+  program
+    .usage("[options] -- CMD [ARGS...]")
+    .description("Run a program in a sandbox that can read this machine but not change it.");
+  for (const o of RUN_OPTIONS) {
+    if (o.repeat) program.option(o.flags, o.help, collect);
+    else program.option(o.flags, o.help);
+  }
+  program.addHelpText("after", HELP_AFTER);
+}
 
 /** Runs the plan; resolves to the exit code of cvisor. */
-export async function runCommand(plan: RunPlan): Promise<number> {
+export async function action(plan: RunPlan): Promise<number> {
   // A named sandbox may hold directories the host lacks: the core enters it in the sandbox's view.
   if (plan.workdir !== undefined && plan.sandbox === undefined) checkWorkdir(plan.workdir);
   const layer = openLayer(plan.sandbox);

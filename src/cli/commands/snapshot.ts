@@ -5,7 +5,7 @@ import { sandboxHelp, type ToPlan } from "./define.js";
 /** The snapshot operations, loaded when a command needs them (not to parse its line). */
 export const ops = (): Promise<typeof import("../../../snapshots/ops.js")> =>
   import("../../../snapshots/ops.js");
-import { targetSandbox } from "../commands.js";
+import { targetSandbox } from "./define.js";
 import { writeStderr } from "../errors.js";
 import { EXIT_OK } from "../exit-codes.js";
 import type { StoreCommandPlan } from "../plan.js";
@@ -16,7 +16,7 @@ export async function reportLeftovers(): Promise<void> {
   for (const line of recoverStore()) writeStderr(`cvisor: ${line}\n`);
 }
 
-export async function snapshot(plan: StoreCommandPlan): Promise<number> {
+export async function action(plan: StoreCommandPlan): Promise<number> {
   await reportLeftovers();
   const r = await (await ops()).snapshot(targetSandbox(plan), plan.operands[0]);
   if (plan.json) process.stdout.write(`${JSON.stringify({ ...r, layers: r.chain.length + 1 })}\n`);

@@ -17,17 +17,17 @@ function usage(message: string): UsageError {
   return new UsageError(`${message} (see cvisor snapshots --help)`);
 }
 
-export async function snapshots(plan: StoreCommandPlan): Promise<number> {
-  const [action, ...ids] = plan.operands;
-  if (action !== "ls" && action !== "rm") {
-    throw usage(`unknown snapshots action '${action ?? ""}': use ls or rm`);
+export async function action(plan: StoreCommandPlan): Promise<number> {
+  const [verb, ...ids] = plan.operands;
+  if (verb !== "ls" && verb !== "rm") {
+    throw usage(`unknown snapshots action '${verb ?? ""}': use ls or rm`);
   }
-  if (action === "ls" && ids.length > 0) throw usage("snapshots ls takes no IDs");
-  if (action === "ls" && plan.options.force) throw usage("--force goes with snapshots rm");
-  if (action === "rm" && ids.length === 0) throw usage("snapshots rm needs the IDs to remove");
+  if (verb === "ls" && ids.length > 0) throw usage("snapshots ls takes no IDs");
+  if (verb === "ls" && plan.options.force) throw usage("--force goes with snapshots rm");
+  if (verb === "rm" && ids.length === 0) throw usage("snapshots rm needs the IDs to remove");
   await reportLeftovers();
   const { listSnapshots, removeSnapshot } = await ops();
-  return action === "ls" ? ls(plan, listSnapshots) : rm(plan, ids, removeSnapshot);
+  return verb === "ls" ? ls(plan, listSnapshots) : rm(plan, ids, removeSnapshot);
 }
 
 function ls(plan: StoreCommandPlan, listSnapshots: Ops["listSnapshots"]): number {
@@ -44,14 +44,15 @@ function ls(plan: StoreCommandPlan, listSnapshots: Ops["listSnapshots"]): number
     ["ID", "SANDBOX", "CREATED", "SIZE", "PARENT", "LAYERS"],
     ...list.map((s) => [
       s.id,
-      s.sandbox,
-      humanTime(s.created),
+      s.damaged ? "-" : s.sandbox,
+      s.damaged ? "damaged" : humanTime(s.created),
       humanBytes(s.sizeBytes),
       s.parent ?? "-",
-      String(s.layers),
+      s.damaged ? "-" : String(s.layers),
     ]),
   ];
   writeTable(rows);
+  for (const s of list) if (s.damaged) writeStderr(`cvisor: ${s.damaged}\n`);
   return EXIT_OK;
 }
 
