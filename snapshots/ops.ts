@@ -16,11 +16,12 @@ import {
   UsageError,
 } from "../src/core/errors.js";
 import { ownerRecord, ownerRecordAlive } from "../src/store/owner.js";
-import { diskUsage } from "../src/sandbox/manage.js";
 import { liveRuns } from "../src/store/runs.js";
 import { settleUpper } from "../src/sandbox/upper-writer.js";
 import { removeTree } from "../src/store/remove-tree.js";
+import { diskUsage, problemDetail, type StoreProblem } from "../src/sandbox/manage.js";
 import {
+  DAMAGED,
   placeSandboxDir,
   chainTrees,
   isSandboxName,
@@ -393,25 +394,81 @@ export interface SnapshotInfo {
   parent: string | null;
   /** Layers in its chain (itself included). */
   layers: number;
+  /** Why its record cannot be read (then sandbox and created are "", layers 0): rm removes it. */
+  damaged?: string;
 }
 
-/** Every snapshot, oldest first. */
+/** A layer's record, or the error that says it is damaged (any other failure is thrown). */
+function layerMetaOrDamage(
+  lid: string,
+  env: NodeJS.ProcessEnv,
+): LayerMeta | CvisorError | undefined {
+  try {
+    return readLayerMeta(lid, env);
+  } catch (err) {
+    if (err instanceof CvisorError && err.code === DAMAGED) return err;
+    throw err;
+  }
+}
+
+/** The command that removes layer lid: with --force when something uses it (which then breaks). */
+function layerFix(lid: string, env: NodeJS.ProcessEnv): string {
+  const used = Object.values(dependents(lid, env)).some((d) => d.length > 0);
+  return `cvisor snapshots rm ${used ? "--force " : ""}${lid}`;
+}
+
+/** Every snapshot, oldest first; a layer whose record is damaged is listed (first) as such. */
 export function listSnapshots(env: NodeJS.ProcessEnv = process.env): SnapshotInfo[] {
   const base = layersDir(env);
   const out: SnapshotInfo[] = [];
   for (const lid of layerIds(env)) {
-    const lm = readLayerMeta(lid, env);
+    const lm = layerMetaOrDamage(lid, env);
+    const sizeBytes = diskUsage(`${base}/${lid}`);
+    if (lm instanceof CvisorError) {
+      const info = { id: lid, sandbox: "", created: "", sizeBytes, parent: null, layers: 0 };
+      out.push({
+        ...info,
+        damaged: `layer ${lid}: ${problemDetail(lm.message)}; ${layerFix(lid, env)} removes it`,
+      });
+      continue;
+    }
     if (lm?.kind !== "snapshot") continue;
     out.push({
       id: lid,
       sandbox: lm.sandbox,
       created: lm.created,
-      sizeBytes: diskUsage(`${base}/${lid}`),
+      sizeBytes,
       parent: lm.parent,
       layers: lm.chain.length,
     });
   }
   return out.sort((a, b) => a.created.localeCompare(b.created) || a.id.localeCompare(b.id));
+}
+
+/**
+ * Every layer checked: its meta.json, and that each layer a snapshot's chain names is there.
+ * Reads only.
+ */
+export function auditLayers(env: NodeJS.ProcessEnv = process.env): {
+  checked: number;
+  problems: StoreProblem[];
+} {
+  const problems: StoreProblem[] = [];
+  const ids = layerIds(env);
+  for (const lid of ids) {
+    const lm = layerMetaOrDamage(lid, env);
+    const fix = layerFix(lid, env);
+    if (lm instanceof CvisorError) {
+      problems.push({ subject: `snapshot ${lid}`, detail: problemDetail(lm.message), fix });
+    } else if (lm?.kind === "snapshot") {
+      const gone = lm.chain.find((l) => !existsSync(`${layersDir(env)}/${l}/tree`));
+      if (gone !== undefined) {
+        const detail = `its chain names layer ${gone}, which is gone`;
+        problems.push({ subject: `snapshot ${lid}`, detail, fix });
+      }
+    }
+  }
+  return { checked: ids.length, problems };
 }
 
 /** The names of the named sandboxes (complete ones). */
@@ -423,22 +480,36 @@ function sandboxNames(env: NodeJS.ProcessEnv): string[] {
   }
 }
 
-/** What uses layer lid: sandboxes and other layers whose chain names it. */
+/**
+ * What uses layer lid: sandboxes and other layers whose chain names it. Records that cannot be
+ * read are passed over: what they would name is unknown.
+ */
 function dependents(
   lid: string,
   env: NodeJS.ProcessEnv,
 ): { sandboxes: string[]; snapshots: string[] } {
   const sandboxes: string[] = [];
   for (const name of sandboxNames(env)) {
-    const meta = readMeta(`${sandboxesDir(env)}/${name}`, name);
-    if (meta?.chain.includes(lid)) sandboxes.push(name);
+    if (readable(() => readMeta(`${sandboxesDir(env)}/${name}`, name))?.chain.includes(lid)) {
+      sandboxes.push(name);
+    }
   }
   const snapshots: string[] = [];
   for (const other of layerIds(env)) {
     if (other === lid) continue;
-    if (readLayerMeta(other, env)?.chain.includes(lid)) snapshots.push(other);
+    if (readable(() => readLayerMeta(other, env))?.chain.includes(lid)) snapshots.push(other);
   }
   return { sandboxes, snapshots };
+}
+
+/** A record read, or undefined when it is damaged (any other failure is thrown). */
+function readable<T>(read: () => T | undefined): T | undefined {
+  try {
+    return read();
+  } catch (err) {
+    if (err instanceof CvisorError && err.code === DAMAGED) return undefined;
+    throw err;
+  }
 }
 
 function listWords(what: { sandboxes: string[]; snapshots: string[] }): string {
@@ -471,8 +542,9 @@ export function removeSnapshot(
   env: NodeJS.ProcessEnv = process.env,
 ): RemoveResult {
   const lid = validateSnapshotId(id);
-  const lm = readLayerMeta(lid, env);
-  if (lm?.kind !== "snapshot") {
+  // A layer whose record is damaged is removed like a snapshot: nothing else can.
+  const lm = layerMetaOrDamage(lid, env);
+  if (!(lm instanceof CvisorError) && lm?.kind !== "snapshot") {
     throw new NotFoundError(
       `no snapshot named ${lid} (cvisor snapshots ls lists them)`,
       "ENOSNAPSHOT",
@@ -505,17 +577,23 @@ export function removeSnapshot(
   };
 }
 
-/** Removes the squash layers that no sandbox's or snapshot's chain names. */
+/**
+ * Removes the squash layers that no sandbox's or snapshot's chain names. None while a record
+ * cannot be read: its chain might name them.
+ */
 function gcSquash(env: NodeJS.ProcessEnv): string[] {
   const base = layersDir(env);
   const ids = layerIds(env);
   const used = new Set<string>();
   for (const name of sandboxNames(env)) {
-    for (const l of readMeta(`${sandboxesDir(env)}/${name}`, name)?.chain ?? []) used.add(l);
+    const meta = readable(() => readMeta(`${sandboxesDir(env)}/${name}`, name));
+    if (meta === undefined && existsSync(`${sandboxesDir(env)}/${name}/meta.json`)) return [];
+    for (const l of meta?.chain ?? []) used.add(l);
   }
   const squashes: string[] = [];
   for (const l of ids) {
-    const lm = readLayerMeta(l, env);
+    const lm = layerMetaOrDamage(l, env);
+    if (lm instanceof CvisorError) return [];
     if (lm?.kind === "squash") squashes.push(l);
     else for (const c of lm?.chain ?? []) used.add(c);
   }
@@ -548,6 +626,7 @@ export function recoverStore(opts: OpOptions = {}): string[] {
   const dead = (entry: string, prefix: string): boolean =>
     entry.startsWith(prefix) && !ownerRecordAlive(entry.slice(prefix.length));
   const referenced = new Set<string>();
+  let unknownRefs = false;
   let names: string[] = [];
   try {
     names = readdirSync(sandboxes);
@@ -557,8 +636,15 @@ export function recoverStore(opts: OpOptions = {}): string[] {
   for (const entry of names) {
     const path = `${sandboxes}/${entry}`;
     if (isSandboxName(entry)) {
-      if (existsSync(`${path}/journal.json`)) settleJournal(path, entry, env);
-      const live = readJournal(path, entry);
+      let live: Journal | undefined;
+      try {
+        if (existsSync(`${path}/journal.json`)) settleJournal(path, entry, env);
+        live = readJournal(path, entry);
+      } catch (err) {
+        if (!(err instanceof CvisorError && err.code === DAMAGED)) throw err;
+        said.push(err.message);
+        unknownRefs = true; // which temp layer it names is unknown: none is swept
+      }
       if (live) {
         referenced.add(live.tmp);
         if (live.squash) referenced.add(live.squash.tmp);
@@ -582,7 +668,7 @@ export function recoverStore(opts: OpOptions = {}): string[] {
   }
   let entries: string[];
   try {
-    entries = readdirSync(layers);
+    entries = unknownRefs ? [] : readdirSync(layers);
   } catch {
     return said;
   }

@@ -1,13 +1,15 @@
-// Managing named sandboxes (cvisor ls, rm): listing, disk usage, live runs, removal. Not on
+// Managing named sandboxes (cvisor ls, rm, doctor --store): listing, disk usage, live runs,
+// removal, the check of their records. Not on
 // the run path (kept out of ./open-layer.ts, which is, so the CLI bundle stays small).
 import { lstatSync, readdirSync, renameSync } from "node:fs";
 import { CvisorError, ConflictError, NotFoundError, StoreError } from "../core/errors.js";
 import { liveRuns } from "../store/runs.js";
 import { removeTree } from "../store/remove-tree.js";
-import { settleJournal } from "../store/journal.js";
+import { readJournal, settleJournal } from "../store/journal.js";
 import {
   DAMAGED,
   isSandboxName,
+  layersDir,
   readMeta,
   sandboxesDir,
   tag,
@@ -119,8 +121,13 @@ export function removeSandbox(name: string, env: NodeJS.ProcessEnv = process.env
   if (!exists) {
     throw new NotFoundError(`no sandbox named ${name} (cvisor ls lists them)`, "ENOSANDBOX");
   }
-  // A snapshot, rollback or branch under way: wait for it (or finish a killed one's).
-  settleJournal(dir, name, env);
+  // A snapshot, rollback or branch under way: wait for it (or finish a killed one's). A damaged
+  // journal cannot be finished: the sandbox goes with it.
+  try {
+    settleJournal(dir, name, env);
+  } catch (err) {
+    if (!(err instanceof CvisorError && err.code === DAMAGED)) throw err;
+  }
   const live = liveRuns(dir);
   if (live.length > 0) {
     const pids = live.map((r) => r.split("-")[0]).join(", ");
@@ -154,5 +161,60 @@ function sweepTrash(base: string): void {
     } catch {
       // Next time.
     }
+  }
+}
+
+/** A record of the store that cannot be used as it is, and the command that removes it. */
+export interface StoreProblem {
+  /** "sandbox NAME", "snapshot ID". */
+  subject: string;
+  detail: string;
+  fix: string;
+}
+
+/** What a damaged record's error says, without the subject and the way out (said apart). */
+export function problemDetail(message: string): string {
+  return message.replace(/^(sandbox|layer) [^:]+: /, "").replace(/; cvisor .* removes it$/, "");
+}
+
+/**
+ * Every named sandbox checked: its meta.json, its journal, and that each layer its chain names
+ * is there. Reads only (nothing is settled or repaired).
+ */
+export function auditSandboxes(env: NodeJS.ProcessEnv = process.env): {
+  checked: number;
+  problems: StoreProblem[];
+} {
+  const problems: StoreProblem[] = [];
+  let checked = 0;
+  for (const { name, damaged } of listSandboxes(env)) {
+    checked++;
+    const dir = `${sandboxesDir(env)}/${name}`;
+    const problem = (detail: string): void => {
+      problems.push({ subject: `sandbox ${name}`, detail, fix: `cvisor rm ${name}` });
+    };
+    if (damaged !== undefined) {
+      problem(problemDetail(damaged));
+      continue;
+    }
+    try {
+      readJournal(dir, name);
+    } catch (err) {
+      if (!(err instanceof CvisorError && err.code === DAMAGED)) throw err;
+      problem(problemDetail(err.message));
+      continue;
+    }
+    const meta = readMeta(dir, name);
+    const gone = meta?.chain.find((lid) => !isDir(`${layersDir(env)}/${lid}/tree`));
+    if (gone !== undefined) problem(`its chain names layer ${gone}, which is gone`);
+  }
+  return { checked, problems };
+}
+
+function isDir(path: string): boolean {
+  try {
+    return lstatSync(path).isDirectory();
+  } catch {
+    return false;
   }
 }

@@ -23,7 +23,7 @@ import { crashAt as crashAtStep } from "./crash-at.js";
 import { ConflictError, NotFoundError, StoreError } from "../core/errors.js";
 import { ownerRecord, ownerRecordAlive } from "./owner.js";
 import { removeTree } from "./remove-tree.js";
-import { layersDir, readMeta, writeMeta } from "./sandboxes.js";
+import { DAMAGED, layersDir, readMeta, writeMeta } from "./sandboxes.js";
 import { readLayerMeta } from "./layer-meta.js";
 import { errCode } from "./fd-path.js";
 
@@ -147,7 +147,10 @@ export function readJournal(dir: string, name: string): Journal | undefined {
     !Array.isArray(j.chain) ||
     (j.op !== "snapshot" && j.op !== "rollback" && j.op !== "branch")
   ) {
-    throw new StoreError(`sandbox ${name}: ${journalPath(dir)} is damaged`);
+    throw new StoreError(
+      `sandbox ${name}: ${journalPath(dir)} is damaged; cvisor rm ${name} removes it`,
+      DAMAGED,
+    );
   }
   return j as Journal;
 }

@@ -4,7 +4,7 @@
 // Entries being made are layers/.tmp~<owner record>, being removed layers/.trash~<owner record>.
 import { readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { CvisorError, StoreError, UsageError } from "../core/errors.js";
-import { isLayerId, layersDir, parseVersioned, validateSandboxName } from "./sandboxes.js";
+import { DAMAGED, isLayerId, layersDir, parseVersioned, validateSandboxName } from "./sandboxes.js";
 import { errCode } from "./fd-path.js";
 
 /** The newest layer meta.json version this cvisor reads. */
@@ -68,7 +68,11 @@ export function readLayerMeta(
       `layer ${lid}: cannot read ${dir}/meta.json (${errCode(err) ?? String(err)})`,
     );
   }
-  const damaged = (): CvisorError => new StoreError(`layer ${lid}: ${dir}/meta.json is damaged`);
+  const damaged = (): CvisorError =>
+    new StoreError(
+      `layer ${lid}: ${dir}/meta.json is damaged; cvisor snapshots rm ${lid} removes it`,
+      DAMAGED,
+    );
   const { version, meta: m } = parseVersioned<LayerMeta>(text, damaged, {
     what: `layer ${lid}`,
     versionName: "layer version",

@@ -682,3 +682,83 @@ gtest(
     assertConsistent(h);
   },
 );
+
+// A snapshot layer whose meta.json is damaged is reported the same way by every command, and
+// the CLI can always remove it (issue 13, item 4, for layers): snapshots ls lists the others
+// and says which one and how; a sandbox on it says so; snapshots rm removes it (--force while a
+// sandbox uses it); doctor --store lists every damaged record with its fix.
+gtest(
+  "a damaged snapshot layer: snapshots ls lists the rest, doctor --store names it, rm removes it",
+  async (fx) => {
+    const h = home(fx);
+    await guest(h, fx, "s", "echo A > a.txt");
+    await ok(h, ["--sandbox", "s", "snapshot", "good"]);
+    await guest(h, fx, "t", "echo T > t.txt");
+    await ok(h, ["--sandbox", "t", "snapshot", "bad"]);
+    const clean = await cli(h, ["doctor", "--store"]);
+    assert.equal(clean.code, 0, show(clean));
+    assert.match(clean.out, /store is sound/, show(clean));
+    await guest(h, fx, "u", "true");
+    writeFileSync(join(h.layer("bad"), "meta.json"), "{ not json");
+    writeFileSync(join(h.sandbox("s"), "meta.json"), "[]");
+    writeFileSync(join(h.sandbox("u"), "journal.json"), "{");
+
+    const ls = await cli(h, ["snapshots", "ls"]);
+    assert.equal(ls.code, 0, show(ls));
+    assert.match(ls.out, /^good /m, show(ls));
+    assert.match(ls.out, /^bad +.*damaged/m, show(ls));
+    assert.match(
+      ls.err,
+      /^cvisor: layer bad: .*meta\.json is damaged; cvisor snapshots rm --force bad removes it$/m,
+    );
+    assert.match(
+      ls.err,
+      /^cvisor: sandbox u: .*journal\.json is damaged; cvisor rm u removes it$/m,
+      show(ls),
+    );
+    assert.equal(ls.err.split("\n").filter(Boolean).length, 2, show(ls));
+    const json = JSON.parse((await ok(h, ["snapshots", "ls", "--json"])).out) as {
+      id: string;
+      damaged?: string;
+    }[];
+    assert.deepEqual(Object.fromEntries(json.map((s) => [s.id, typeof s.damaged])), {
+      good: "undefined",
+      bad: "string",
+    });
+
+    const doctor = await cli(h, ["doctor", "--store"]);
+    assert.equal(doctor.code, 1, show(doctor));
+    assert.match(doctor.out, /^\[✗\] sandbox s — .*meta\.json is damaged/m, show(doctor));
+    assert.match(doctor.out, /^ {2}fix: cvisor rm s$/m, show(doctor));
+    assert.match(doctor.out, /^\[✗\] snapshot bad — .*meta\.json is damaged/m, show(doctor));
+    assert.match(doctor.out, /^ {2}fix: cvisor snapshots rm --force bad$/m, show(doctor));
+    const dj = JSON.parse((await cli(h, ["doctor", "--store", "--json"])).out) as {
+      ok: boolean;
+      checks: { name: string; status: string }[];
+    };
+    assert.equal(dj.ok, false);
+    assert.deepEqual(
+      dj.checks.filter((c) => c.status === "fail").map((c) => c.name),
+      ["sandbox s", "sandbox u", "snapshot bad"],
+    );
+
+    // A run of t reads its chain's trees, not their records: it still runs.
+    const run = await cvisor(["--sandbox", "t"], ["true"], { extraEnv: h.env });
+    assert.equal(run.code, 0, show(run));
+
+    const rm = await cli(h, ["snapshots", "rm", "bad"]);
+    assert.equal(rm.code, 125, show(rm));
+    assert.match(rm.err, /snapshot bad is used by sandbox t/);
+    await ok(h, ["snapshots", "rm", "--force", "bad"]);
+    assert.ok(!existsSync(h.layer("bad")));
+    await ok(h, ["rm", "s", "u"]);
+    const after = await cli(h, ["doctor", "--store"]);
+    assert.equal(after.code, 1, show(after));
+    // What is left: t's chain names a layer that is gone.
+    assert.match(after.out, /^\[✗\] sandbox t — its chain names layer bad, which is gone/m);
+    assert.match(after.out, /^ {2}fix: cvisor rm t$/m, show(after));
+    await ok(h, ["rm", "t"]);
+    const sound = await cli(h, ["doctor", "--store"]);
+    assert.equal(sound.code, 0, show(sound));
+  },
+);
