@@ -5,47 +5,9 @@
 import type { Readable } from "node:stream";
 import { CvisorError, UsageError } from "../src/core/errors.js";
 
-/** The archive formats of `cache save --format`. */
-export const FORMATS = ["gzip", "zstd", "estargz", "none"] as const;
-export type CacheFormat = (typeof FORMATS)[number];
-
-export function isFormat(v: unknown): v is CacheFormat {
-  return (FORMATS as readonly unknown[]).includes(v);
-}
-
-/** An entry's metadata record, written after its archive is complete. */
-export interface EntryMeta {
-  key: string;
-  format: CacheFormat;
-  /** Archive bytes as stored. */
-  size: number;
-  /** sha256 (hex) of the archive bytes as stored; checked on restore. */
-  sha256: string;
-  /** ISO 8601 creation time: "newest" in prefix lookups means this, never a file mtime. */
-  created: string;
-  /** The cvisor version that wrote it. */
-  cvisorVersion: string;
-  /** Format-specific extras (estargz: tocDigest, uncompressedSize). */
-  extra?: Record<string, string | number>;
-}
-
-/** Whether a metadata record read back has every field of EntryMeta, each of its type (the one
- * check both backends make; other fields are not looked at). */
-export function isEntryMeta(v: unknown): v is EntryMeta {
-  if (typeof v !== "object" || v === null) return false;
-  const m = v as Record<string, unknown>;
-  return (
-    typeof m.key === "string" &&
-    isFormat(m.format) &&
-    typeof m.size === "number" &&
-    typeof m.sha256 === "string" &&
-    /^[0-9a-f]{64}$/.test(m.sha256) &&
-    typeof m.created === "string" &&
-    !Number.isNaN(Date.parse(m.created)) &&
-    typeof m.cvisorVersion === "string" &&
-    (m.extra === undefined || (typeof m.extra === "object" && m.extra !== null))
-  );
-}
+export { FORMATS, isEntryMeta, isFormat } from "../src/store/cache-entry.js";
+export type { CacheFormat, EntryMeta } from "../src/store/cache-entry.js";
+import type { EntryMeta } from "../src/store/cache-entry.js";
 
 /** What `put` is told before the archive streams; size and sha256 are measured by the backend. */
 export type NewEntry = Omit<EntryMeta, "size" | "sha256">;

@@ -34,7 +34,6 @@ import {
   CacheDamagedError,
   CacheExistsError,
   CacheReadOnlyError,
-  isEntryMeta,
   type CacheBackend,
   type EntryMeta,
   type NewEntry,
@@ -42,23 +41,13 @@ import {
 import { deadOwnerRecord, ownerRecord } from "../../src/store/owner.js";
 import { cleanedUpOnSignal } from "../../src/sandbox/interrupt.js";
 import { makeDirs } from "../../src/store/make-dirs.js";
+import { parseEntryMeta } from "../../src/store/cache-entry.js";
 
 /** tmp/ and trash/ leftovers older than this (a killed save or rm) are removed by the next put. */
 const STALE_MS = 24 * 3600 * 1000;
 
 function keyDir(key: string): string {
   return createHash("sha256").update(key).digest("hex");
-}
-
-/** A metadata record as read from disk, if it is one. */
-function parseMeta(text: string): EntryMeta | undefined {
-  let v: unknown;
-  try {
-    v = JSON.parse(text);
-  } catch {
-    return undefined;
-  }
-  return isEntryMeta(v) ? v : undefined;
 }
 
 export class DiskBackend implements CacheBackend {
@@ -97,7 +86,7 @@ export class DiskBackend implements CacheBackend {
       if (c === "ENOENT") return existsSync(dir) ? "damaged" : undefined;
       throw err;
     }
-    const meta = parseMeta(text);
+    const meta = parseEntryMeta(text);
     return meta && keyDir(meta.key) === name ? meta : "damaged";
   }
 
