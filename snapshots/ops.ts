@@ -417,7 +417,7 @@ function layerFix(lid: string, env: NodeJS.ProcessEnv): string {
   return `cvisor snapshots rm ${used ? "--force " : ""}${lid}`;
 }
 
-/** Every snapshot, oldest first; a layer whose record is damaged is listed (first) as such. */
+/** Every snapshot, oldest first; a layer whose record is damaged is listed as such. */
 export function listSnapshots(env: NodeJS.ProcessEnv = process.env): SnapshotInfo[] {
   const base = layersDir(env);
   const out: SnapshotInfo[] = [];
@@ -457,15 +457,14 @@ export function auditLayers(env: NodeJS.ProcessEnv = process.env): {
   const ids = layerIds(env);
   for (const lid of ids) {
     const lm = layerMetaOrDamage(lid, env);
-    const fix = layerFix(lid, env);
+    const problem = (detail: string): void => {
+      problems.push({ subject: `snapshot ${lid}`, detail, fix: layerFix(lid, env) });
+    };
     if (lm instanceof CvisorError) {
-      problems.push({ subject: `snapshot ${lid}`, detail: problemDetail(lm.message), fix });
+      problem(problemDetail(lm.message));
     } else if (lm?.kind === "snapshot") {
       const gone = lm.chain.find((l) => !existsSync(`${layersDir(env)}/${l}/tree`));
-      if (gone !== undefined) {
-        const detail = `its chain names layer ${gone}, which is gone`;
-        problems.push({ subject: `snapshot ${lid}`, detail, fix });
-      }
+      if (gone !== undefined) problem(`its chain names layer ${gone}, which is gone`);
     }
   }
   return { checked: ids.length, problems };

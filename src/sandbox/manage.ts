@@ -1,6 +1,6 @@
 // Managing named sandboxes (cvisor ls, rm, doctor --store): listing, disk usage, live runs,
-// removal, the check of their records. Not on
-// the run path (kept out of ./open-layer.ts, which is, so the CLI bundle stays small).
+// removal, the check of their records. Not on the run path (kept out of ./open-layer.ts, which
+// is, so the CLI bundle stays small).
 import { lstatSync, readdirSync, renameSync } from "node:fs";
 import { CvisorError, ConflictError, NotFoundError, StoreError } from "../core/errors.js";
 import { liveRuns } from "../store/runs.js";

@@ -143,5 +143,5 @@ export function define(program: Command, to: ToPlan): void {
     .option("--json", "print the checks as JSON")
     .option("--store", "check the store ($CVISOR_HOME) instead: list its damaged records")
     .helpOption("-h, --help", "print this help")
-    .action((opts: { json?: boolean }) => to("doctor", [], opts));
+    .action((opts: { json?: boolean; store?: boolean }) => to("doctor", [], opts));
 }
