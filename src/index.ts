@@ -3,6 +3,8 @@ import { fileURLToPath } from "node:url";
 import { setPackageAnchor } from "./core/native.js";
 
 export { Sandbox } from "./sandbox/sandbox.js";
+export { Cache } from "./sandbox/caches.js";
+export { RunFailedError } from "./sandbox/run-error.js";
 export {
   CacheError,
   ConflictError,
@@ -16,12 +18,33 @@ export {
   type ErrorKind,
 } from "./core/errors.js";
 export type {
+  Denial,
   OutputMode,
   RunOptions,
   RunResult,
   RunStats,
   SandboxOptions,
+  SandboxProcess,
+  SpawnOptions,
 } from "./sandbox/types.js";
+export type { Change } from "./sandbox/changes.js";
+export type { CopyFilesOptions, CopyReport, Skipped } from "./sandbox/copy.js";
+export type { ExportSummary } from "./sandbox/export-file.js";
+export type { SandboxInfo } from "./sandbox/manage.js";
+export type {
+  CacheFormat,
+  CacheOptions,
+  CachePath,
+  CacheRestoreOptions,
+  CacheRestoreResult,
+  CacheSaveOptions,
+  CacheSaveResult,
+  EntryMeta,
+  ExtractReport,
+  HitKind,
+  PackReport,
+} from "./sandbox/caches.js";
+export type { RemoveResult, ResetResult, SnapshotInfo, SnapshotResult } from "../snapshots/ops.js";
 
 // The package (native/build/, koffi) is found from this file: native.ts is also compiled as
 // CommonJS for the CLI, so only this ESM-only entry can name import.meta.

@@ -1,7 +1,8 @@
 // Managing named sandboxes (cvisor ls, rm, doctor --store): listing, disk usage, live runs,
 // removal, the check of their records. Not on the run path (kept out of ./open-layer.ts, which
 // is, so the CLI bundle stays small).
-import { lstatSync, readdirSync, renameSync } from "node:fs";
+import { existsSync, lstatSync, readdirSync, renameSync } from "node:fs";
+import { sandboxLowers } from "./lowers.js";
 import { CvisorError, ConflictError, NotFoundError, StoreError } from "../core/errors.js";
 import { liveRuns } from "../store/runs.js";
 import { removeTree } from "../store/remove-tree.js";
@@ -32,6 +33,23 @@ export interface SandboxInfo {
   running: number;
   /** Why its record cannot be read (then layers is 0 and created ""): `rm` removes it. */
   damaged?: string;
+}
+
+/** The named sandbox's directory; NotFoundError (ENOSANDBOX) when there is no such sandbox. */
+export function existingSandbox(name: string, env: NodeJS.ProcessEnv = process.env): string {
+  validateSandboxName(name);
+  const dir = `${sandboxesDir(env)}/${name}`;
+  if (readMeta(dir, name) === undefined) {
+    throw new NotFoundError(`no sandbox named ${name} (cvisor ls lists them)`, "ENOSANDBOX");
+  }
+  return dir;
+}
+
+/** The named sandbox's layers, top first: its upper over its snapshot layers' trees. */
+export function sandboxLayers(name: string, env: NodeJS.ProcessEnv = process.env): string[] {
+  const dir = existingSandbox(name, env);
+  const upper = `${dir}/upper`;
+  return [...(existsSync(upper) ? [upper] : []), ...sandboxLowers({ dir })];
 }
 
 /** Every named sandbox, by name. Directories that are not complete sandboxes are left out. */

@@ -1,17 +1,43 @@
-// The library API: `await new Sandbox(options).run(argv, runOptions)`. Completion and captured
-// output are watched from the event loop (net.Socket over the fds): no threadpool, no sync wait.
-import { closeSync } from "node:fs";
-import net from "node:net";
+// The library API: `await new Sandbox(options).run(argv, runOptions)`, and everything the CLI
+// does with a sandbox (copies, diff, export, snapshots; Cache for directory caches). Completion
+// and captured output are watched from the event loop (net.Socket over the fds): no threadpool,
+// no sync wait. What is not a run is loaded on first use, so importing the library stays cheap.
+import type { Writable } from "node:stream";
+import type {
+  RemoveResult,
+  ResetResult,
+  SnapshotInfo,
+  SnapshotResult,
+} from "../../snapshots/ops.js";
 import { UsageError } from "../core/errors.js";
 import * as native from "../core/native.js";
+import type { Change } from "./changes.js";
+import type { CopyFilesOptions, CopyReport } from "./copy.js";
 import { parseDuration } from "./duration.js";
-import { checkArgv, finishRun, runSpec } from "./native-run.js";
-import { toRunResult } from "./result.js";
+import type { ExportSummary } from "./export-file.js";
+import type { SandboxInfo } from "./manage.js";
+import { checkArgv, runSpec } from "./native-run.js";
 import { closeLayer, openLayer } from "./open-layer.js";
+import { RunFailedError } from "./run-error.js";
+import { startRun, Stdio, type InputMode, type Started } from "./supervise.js";
 import { validateSandboxName } from "../store/sandboxes.js";
-import type { OutputMode, RunOptions, RunResult, SandboxOptions } from "./types.js";
+import type {
+  RunOptions,
+  RunResult,
+  SandboxOptions,
+  SandboxProcess,
+  SpawnOptions,
+} from "./types.js";
 
-/** A sandbox configuration; each run() starts a fresh guest under it. */
+/** The snapshot operations, loaded when one is used. */
+const snapshotOps = (): Promise<typeof import("../../snapshots/ops.js")> =>
+  import("../../snapshots/ops.js");
+
+/**
+ * A sandbox configuration; each run() starts a fresh guest under it. With `sandbox: NAME` it is
+ * a named, persistent sandbox: what its guests change is kept, and the methods that read or
+ * change that state (cp, diff, export, snapshot, rollback, branch) work on it.
+ */
 export class Sandbox {
   /** The options every run starts from. */
   readonly options: Readonly<SandboxOptions>;
@@ -22,163 +48,204 @@ export class Sandbox {
     this.options = { ...options };
   }
 
-  /** Runs argv in the sandbox; rejects only when cvisor itself failed (never for the guest). */
+  /** The named sandbox's name (undefined for an ephemeral one). */
+  get name(): string | undefined {
+    return this.options.sandbox;
+  }
+
+  /**
+   * Runs argv in the sandbox. Resolves to the result whatever the guest did, unless `reject`:
+   * then an exit other than 0 rejects with a RunFailedError carrying the result. Rejects with a
+   * CvisorError when cvisor itself failed.
+   */
   async run(argv: readonly string[], options: RunOptions = {}): Promise<RunResult> {
+    const stdin = options.stdin ?? "ignore";
+    const input: InputMode =
+      stdin === "ignore" || stdin === "inherit"
+        ? stdin
+        : { data: typeof stdin === "string" ? Buffer.from(stdin) : stdin };
+    const started = this.start(argv, options, input, true);
+    const result = await started.result;
+    if ((options.reject ?? this.options.reject) === true && result.exitCode !== 0) {
+      throw new RunFailedError(argv, result);
+    }
+    return result;
+  }
+
+  /**
+   * Starts argv in the sandbox with its output as streams: `stdout` and `stderr` are Node
+   * readable streams (async iterables too) that the caller reads at its own pace (a guest
+   * writing to one nobody reads waits, as on a host pipe), `stdin` a writable stream the caller
+   * ends. `result` resolves once the guest tree is over (its stdout and stderr are "" there:
+   * they were streamed); with `reject`, an exit other than 0 rejects it with RunFailedError.
+   * Throws a CvisorError when the run cannot start.
+   */
+  spawn(argv: readonly string[], options: SpawnOptions = {}): SandboxProcess {
+    const stdin = options.stdin ?? "pipe";
+    if (stdin !== "pipe" && stdin !== "ignore" && stdin !== "inherit") {
+      throw new UsageError(`spawn: stdin is "pipe", "ignore" or "inherit" (not ${String(stdin)})`);
+    }
+    const started = this.start(argv, options, stdin === "pipe" ? "stream" : stdin, false);
+    const reject = (options.reject ?? this.options.reject) === true;
+    const result = started.result.then((r) => {
+      if (reject && r.exitCode !== 0) throw new RunFailedError(argv, r);
+      return r;
+    });
+    return {
+      stdin: started.stdin ?? null,
+      stdout: started.stdout ?? null,
+      stderr: started.stderr ?? null,
+      kill: started.kill,
+      result,
+    };
+  }
+
+  /** Opens the layer, builds and starts the run; the layer is closed when the run is over. */
+  private start(
+    argv: readonly string[],
+    options: RunOptions | SpawnOptions,
+    input: InputMode,
+    capture: boolean,
+  ): Started {
     checkArgv(argv);
     const layer = openLayer(this.options.sandbox);
-    const io = new Stdio();
+    const io = new Stdio(capture);
+    let started: Started;
     try {
       const spec = runSpec(argv, this.options, options, layer);
       const stdio: [number, number, number] = [
-        io.input(options.stdin ?? "ignore"),
+        io.stdin(input),
         io.output("stdout", options.stdout ?? "pipe", 1),
         io.output("stderr", options.stderr ?? "pipe", 2),
       ];
-      return await supervise(native.createRun({ ...spec, stdio }), io, options.signal);
-    } finally {
+      started = startRun(native.createRun({ ...spec, stdio }), io, capture, options.signal);
+    } catch (err) {
       io.closeGuestEnds();
       io.closeOwnEnds();
-      // The guest tree is gone (supervise freed the run): an ephemeral sandbox goes with it.
       closeLayer(layer);
+      throw err;
     }
-  }
-}
-
-/** The pipes of one run: the guest's ends (closed once the run started) and ours. */
-class Stdio {
-  readonly guestEnds: number[] = [];
-  /** Our ends not yet owned by a socket. */
-  readonly ownEnds = new Set<number>();
-  readonly captures: { stream: "stdout" | "stderr"; fd: number; chunks: Buffer[] }[] = [];
-  feed: { fd: number; data: Uint8Array } | undefined;
-
-  input(mode: NonNullable<RunOptions["stdin"]>): number {
-    if (mode === "ignore") return -1;
-    if (mode === "inherit") return 0;
-    const [r, w] = this.pipe();
-    this.guestEnds.push(r);
-    this.feed = { fd: w, data: typeof mode === "string" ? Buffer.from(mode) : mode };
-    return r;
+    const end = (): void => {
+      io.closeOwnEnds();
+      // The guest tree is gone (the run was freed): an ephemeral sandbox goes with it.
+      closeLayer(layer);
+    };
+    started.result.then(end, end);
+    return started;
   }
 
-  output(stream: "stdout" | "stderr", mode: OutputMode, inherit: number): number {
-    if (mode === "ignore") return -1;
-    if (mode === "inherit") return inherit;
-    if (mode !== "pipe") throw new UsageError(`invalid output mode: ${String(mode)}`, "EINVAL");
-    const [r, w] = this.pipe();
-    this.guestEnds.push(w);
-    this.captures.push({ stream, fd: r, chunks: [] });
-    return w;
-  }
-
-  private pipe(): [number, number] {
-    const fds = native.pipe();
-    this.ownEnds.add(fds[0]).add(fds[1]);
-    return fds;
-  }
-
-  /** Our ends are handed to sockets from here on; the sockets close them. */
-  adopt(fd: number): number {
-    this.ownEnds.delete(fd);
-    return fd;
-  }
-
-  /** What the guest wrote to a captured stream ("" when not captured). */
-  text(stream: "stdout" | "stderr"): string {
-    const capture = this.captures.find((c) => c.stream === stream);
-    return capture ? Buffer.concat(capture.chunks).toString() : "";
-  }
-
-  closeGuestEnds(): void {
-    for (const fd of this.guestEnds.splice(0)) {
-      this.ownEnds.delete(fd);
-      closeQuietly(fd);
+  /** Runs a shell command line: `/bin/sh -c command`. */
+  runCmd(command: string, options: RunOptions = {}): Promise<RunResult> {
+    if (typeof command !== "string" || command.trim() === "") {
+      throw new UsageError("runCmd takes a shell command line (a non-empty string)");
     }
+    return this.run(["/bin/sh", "-c", command], options);
   }
 
-  closeOwnEnds(): void {
-    for (const fd of this.ownEnds) closeQuietly(fd);
-    this.ownEnds.clear();
+  /**
+   * Copies files between the host and this named sandbox, by docker cp's rules: direction "in"
+   * copies host paths src to the sandbox path dst (absolute), "out" sandbox paths src to the host
+   * path dst. All or nothing. A copy in creates the sandbox when it does not exist yet.
+   */
+  async cp(
+    src: string | readonly string[],
+    dst: string,
+    options: CopyFilesOptions,
+  ): Promise<CopyReport> {
+    const name = this.named("cp");
+    const { copyFiles } = await import("./copy.js");
+    return copyFiles(name, typeof src === "string" ? [src] : src, dst, options);
   }
-}
 
-function closeQuietly(fd: number): void {
-  try {
-    closeSync(fd);
-  } catch {
-    // Already closed: nothing left to release.
+  /** What this named sandbox changed against the host: A added, C changed, D deleted. */
+  async diff(): Promise<Change[]> {
+    const name = this.named("diff");
+    const [{ layerChanges }, { sandboxLayers }] = await Promise.all([
+      import("./changes.js"),
+      import("./manage.js"),
+    ]);
+    return layerChanges(sandboxLayers(name));
   }
-}
 
-/** Starts the run, waits for it on the event loop, and frees it whatever happens. */
-async function supervise(
-  run: native.NativeRun,
-  io: Stdio,
-  signal: AbortSignal | undefined,
-): Promise<RunResult> {
-  const onAbort = (): void => {
-    try {
-      native.kill(run);
-    } catch {
-      // The run is over or already freed: nothing to kill.
+  /**
+   * Writes this named sandbox's changes as one OCI image layer tarball to `to`: a file (written
+   * beside it and renamed onto it) or a stream (which it ends).
+   */
+  async export(to: string | Writable): Promise<ExportSummary> {
+    const name = this.named("export");
+    const { exportChanges } = await import("./export-file.js");
+    return exportChanges(name, to);
+  }
+
+  /**
+   * Freezes this named sandbox's changes into a read-only snapshot layer (id given, or made up)
+   * and gives it a fresh upper over it. Refused while it runs.
+   */
+  async snapshot(id?: string): Promise<SnapshotResult> {
+    const name = this.named("snapshot");
+    return (await snapshotOps()).snapshot(name, id);
+  }
+
+  /** Drops everything this named sandbox changed after snapshot id (one of its history). */
+  async rollback(id: string): Promise<ResetResult> {
+    const name = this.named("rollback");
+    return (await snapshotOps()).rollback(name, id);
+  }
+
+  /**
+   * Makes the named sandbox `name` a sandbox on snapshot id (an existing one is reset onto it;
+   * refused while it runs). `new Sandbox({ sandbox: name })` runs in it.
+   */
+  async branch(name: string, id: string): Promise<ResetResult> {
+    return (await snapshotOps()).branch(validateSandboxName(name), id);
+  }
+
+  /** The named sandboxes. */
+  static async list(): Promise<SandboxInfo[]> {
+    const [{ recoverStore }, { listSandboxes }] = await Promise.all([
+      snapshotOps(),
+      import("./manage.js"),
+    ]);
+    recoverStore();
+    return listSandboxes();
+  }
+
+  /** Removes a named sandbox (refused while a run uses it); its snapshots stay. */
+  static async remove(name: string): Promise<void> {
+    const [{ recoverStore }, { removeSandbox }] = await Promise.all([
+      snapshotOps(),
+      import("./manage.js"),
+    ]);
+    recoverStore();
+    removeSandbox(name);
+  }
+
+  /** Every snapshot, oldest first. */
+  static async snapshots(): Promise<SnapshotInfo[]> {
+    const { listSnapshots, recoverStore } = await snapshotOps();
+    recoverStore();
+    return listSnapshots();
+  }
+
+  /**
+   * Removes a snapshot. Refused while a sandbox or another snapshot uses it, unless force (they
+   * break); refused while a sandbox using it runs.
+   */
+  static async removeSnapshot(
+    id: string,
+    options: { force?: boolean } = {},
+  ): Promise<RemoveResult> {
+    const { removeSnapshot, recoverStore } = await snapshotOps();
+    recoverStore();
+    return removeSnapshot(id, options.force === true);
+  }
+
+  /** This sandbox's name, for a method that needs a named one. */
+  private named(what: string): string {
+    const name = this.options.sandbox;
+    if (name === undefined) {
+      throw new UsageError(`${what} needs a named sandbox: new Sandbox({ sandbox: NAME })`);
     }
-  };
-  let stdinSocket: net.Socket | undefined;
-  let stopWatching = (): void => undefined;
-  try {
-    const { doneFd } = native.start(run);
-    io.closeGuestEnds();
-    const done = untilClosed(doneFd);
-    const captured = io.captures.map((c) => untilClosed(io.adopt(c.fd), c.chunks));
-    if (io.feed) stdinSocket = feed(io.adopt(io.feed.fd), io.feed.data);
-    if (signal?.aborted) onAbort();
-    else if (signal) stopWatching = watchAbort(signal, onAbort);
-    await done;
-    // Freed (by finishRun) before waiting for the captured pipes: the guest tree is over once
-    // done_fd closed, and no copy of a write end held for the run can then delay their EOF.
-    const { raw, failure, notifications, denials } = finishRun(run);
-    await Promise.all(captured);
-    if (failure) throw failure;
-    return toRunResult(raw, notifications, io.text("stdout"), io.text("stderr"), denials);
-  } finally {
-    stopWatching();
-    stdinSocket?.destroy();
-    native.free(run);
+    return name;
   }
-}
-
-/** The runs waiting on each AbortSignal: one listener per signal, however many runs share it. */
-const abortWatchers = new WeakMap<AbortSignal, Set<() => void>>();
-
-/** Calls onAbort when signal aborts; returns the function that stops watching. */
-function watchAbort(signal: AbortSignal, onAbort: () => void): () => void {
-  let watchers = abortWatchers.get(signal);
-  if (!watchers) {
-    const set = new Set<() => void>();
-    signal.addEventListener("abort", () => set.forEach((watcher) => watcher()), { once: true });
-    abortWatchers.set(signal, set);
-    watchers = set;
-  }
-  const set = watchers;
-  set.add(onAbort);
-  return () => set.delete(onAbort);
-}
-
-/** Resolves when fd (a pipe read end) reaches EOF or fails; the socket then closes the fd. */
-function untilClosed(fd: number, chunks?: Buffer[]): Promise<void> {
-  return new Promise((resolve) => {
-    const socket = new net.Socket({ fd, readable: true, writable: false });
-    socket.on("error", () => socket.destroy());
-    socket.on("close", () => resolve());
-    if (chunks) socket.on("data", (chunk: Buffer) => chunks.push(chunk));
-    else socket.resume();
-  });
-}
-
-/** Writes data to the guest's stdin pipe and ends it; a guest that stops reading is no error. */
-function feed(fd: number, data: Uint8Array): net.Socket {
-  const socket = new net.Socket({ fd, readable: false, writable: true });
-  socket.on("error", () => socket.destroy());
-  socket.end(data);
-  return socket;
 }

@@ -1,4 +1,5 @@
 // The public shapes of the library API: what a Sandbox takes and what a run resolves to.
+import type { Readable, Writable } from "node:stream";
 
 /** Options of a Sandbox, the defaults of each of its runs. */
 export interface SandboxOptions {
@@ -29,6 +30,8 @@ export interface SandboxOptions {
   hide?: readonly string[];
   /** Paths to take out of the default hidden list (credentials in $HOME, cvisor's state). */
   expose?: readonly string[];
+  /** Reject runs whose guest does not exit 0 (RunFailedError, carrying the result). */
+  reject?: boolean;
 }
 
 /** Where a guest stream goes: this process's own fd, a captured pipe, or /dev/null. */
@@ -56,6 +59,27 @@ export interface RunOptions {
   stderr?: OutputMode;
   /** Aborting kills the whole guest tree; the run still resolves with its result. */
   signal?: AbortSignal;
+  /** Reject when the guest does not exit 0 (RunFailedError, carrying the result). */
+  reject?: boolean;
+}
+
+/** Options of a spawn: a run's, with stdin a stream by default. */
+export interface SpawnOptions extends Omit<RunOptions, "stdin"> {
+  /** "pipe" (default): SandboxProcess.stdin, a stream the caller ends; "ignore"; "inherit". */
+  stdin?: "pipe" | "ignore" | "inherit";
+}
+
+/** A guest started by Sandbox.spawn. */
+export interface SandboxProcess {
+  /** The guest's stdin (when "pipe"): end() it when done. */
+  stdin: Writable | null;
+  /** The guest's stdout and stderr (when "pipe"): readable streams, async iterable. */
+  stdout: Readable | null;
+  stderr: Readable | null;
+  /** Kills the whole guest tree (every process of the sandbox); the result still resolves. */
+  kill(): void;
+  /** How the run ended; stdout and stderr are "" in it (they were streamed). */
+  result: Promise<RunResult>;
 }
 
 /** A call the sandbox refused: the syscall, what it named (a path, an address), why, how often. */

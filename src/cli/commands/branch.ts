@@ -1,11 +1,11 @@
 // `cvisor --sandbox NEW branch ID [--json]`: NEW becomes a sandbox on snapshot ID's layers
 // (shared, not copied); an existing NEW is reset onto them (refused while it runs).
 import type { Command } from "commander";
-import { sandboxHelp, type ToPlan } from "./define.js";
+import { librarySandbox, sandboxHelp, type ToPlan } from "./define.js";
 import { UsageError } from "../../core/errors.js";
 import { EXIT_OK } from "../exit-codes.js";
 import type { StoreCommandPlan } from "../plan.js";
-import { ops, reportLeftovers } from "./snapshot.js";
+import { reportLeftovers } from "./snapshot.js";
 
 export async function action(plan: StoreCommandPlan): Promise<number> {
   if (plan.sandbox === undefined) {
@@ -14,7 +14,7 @@ export async function action(plan: StoreCommandPlan): Promise<number> {
     );
   }
   await reportLeftovers();
-  const r = (await ops()).branch(plan.sandbox, plan.operands[0] ?? "");
+  const r = await (await librarySandbox(plan)).branch(plan.sandbox, plan.operands[0] ?? "");
   if (plan.json) process.stdout.write(`${JSON.stringify(r)}\n`);
   else {
     const how = r.created ? "made" : "reset";

@@ -6,12 +6,9 @@
 import type { Command } from "commander";
 import { sandboxHelp, type ToPlan } from "./define.js";
 import { isatty } from "node:tty";
-import type { RestoreTarget } from "../../../cache/restore.js";
-import type { CacheSource } from "../../../cache/save.js";
-import { CvisorError, NotFoundError, UsageError } from "../../core/errors.js";
-import { defaultHiddenPaths } from "../../paths.js";
+import { CvisorError, UsageError } from "../../core/errors.js";
+import type { CachePath } from "../../sandbox/caches.js";
 import type { Skipped } from "../../sandbox/copy-tree.js";
-import type { SandboxInUse } from "../../sandbox/open-layer.js";
 import { targetSandbox } from "./define.js";
 import { writeStderr } from "../errors.js";
 import { EXIT_CACHE_MISS, EXIT_OK } from "../exit-codes.js";
@@ -62,29 +59,26 @@ function out(obj: unknown): void {
 }
 
 export async function action(plan: StoreCommandPlan): Promise<number> {
-  const [
-    { isFormat, validateKey },
-    { backendSpec, openBackend },
-    { newerFirst },
-    { restoreCache },
-    { saveCache },
-    { useNamed },
-  ] = await Promise.all([
+  const [{ Cache }, { isFormat, validateKey }] = await Promise.all([
+    import("../../sandbox/caches.js"),
     import("../../../cache/backend.js"),
-    import("../../../cache/backends/select.js"),
-    import("../../../cache/lookup.js"),
-    import("../../../cache/restore.js"),
-    import("../../../cache/save.js"),
-    import("../../sandbox/open-layer.js"),
   ]);
   const [sub, ...args] = plan.operands;
   const o = plan.options;
   const json = plan.json;
-  const spec = backendSpec(str(o.cacheBackend));
-  const backend = await openBackend(spec, { readOnly: o.readOnly === true });
+  const cache = new Cache(
+    { backend: str(o.cacheBackend), readOnly: o.readOnly === true },
+    "--cache-backend",
+  );
+  const description = await cache.description();
   const onSkip = (progress: ProgressLine) => (s: Skipped) => {
     progress.clear();
     writeStderr(`cvisor: cache: skipped ${s.path}: ${s.reason}\n`);
+  };
+  /** A PATH operand: a host path, or sb:/DIR of the sandbox the command acts on. */
+  const cachePath = (text: string): CachePath => {
+    const t = target(text);
+    return t.kind === "host" ? t.path : { sandbox: targetSandbox(plan), path: t.vpath };
   };
   switch (sub) {
     case "save": {
@@ -94,25 +88,11 @@ export async function action(plan: StoreCommandPlan): Promise<number> {
       if (!isFormat(format)) {
         throw usage(`cache save: unknown --format ${format} (use gzip, zstd, estargz or none)`);
       }
-      const t = target(path);
-      let source: CacheSource;
-      let inUse: SandboxInUse | undefined;
-      if (t.kind === "host") {
-        source = t;
-      } else {
-        inUse = useNamed(targetSandbox(plan), false);
-        source = {
-          kind: "sb",
-          upper: inUse.named.upper,
-          vpath: t.vpath,
-          hidden: defaultHiddenPaths(process.env),
-          lowers: inUse.lowers,
-        };
-      }
+      const from = cachePath(path);
       const progress = new ProgressLine(!json && isatty(2), writeStderr, 300);
       let result;
       try {
-        result = await saveCache(backend, key, source, {
+        result = await cache.save(key, from, {
           format,
           ignore: o.ignore !== false,
           force: o.force === true,
@@ -130,22 +110,21 @@ export async function action(plan: StoreCommandPlan): Promise<number> {
         });
       } finally {
         progress.clear();
-        inUse?.release();
       }
       if (!result.saved) {
         writeStderr(
-          `cvisor: cache entry ${key} already exists in ${backend.description}: not saved ` +
+          `cvisor: cache entry ${key} already exists in ${description}: not saved ` +
             `(entries are never replaced; --force replaces it)\n`,
         );
-        if (json) out({ saved: false, key, backend: backend.description, reason: "exists" });
+        if (json) out({ saved: false, key, backend: description, reason: "exists" });
         return EXIT_OK;
       }
-      const { meta, report } = result;
+      const { entry: meta, report } = result;
       if (json) {
         out({
           saved: true,
           key,
-          backend: backend.description,
+          backend: description,
           format: meta.format,
           size: meta.size,
           sha256: meta.sha256,
@@ -160,7 +139,7 @@ export async function action(plan: StoreCommandPlan): Promise<number> {
         });
       } else {
         writeStderr(
-          `cvisor: saved ${path} as cache entry ${key} in ${backend.description}: ` +
+          `cvisor: saved ${path} as cache entry ${key} in ${description}: ` +
             `${report.files} files, ${humanBytes(report.bytes)} -> ${humanBytes(meta.size)} ${meta.format}` +
             (report.ignored > 0 ? `; ${ignoredNote(report.ignored, "saves")}` : "") +
             "\n",
@@ -170,27 +149,12 @@ export async function action(plan: StoreCommandPlan): Promise<number> {
     }
     case "restore": {
       const [key = "", path = ""] = args;
-      const t = target(path);
+      const to = cachePath(path);
       const restoreKeys = Array.isArray(o.restoreKey) ? o.restoreKey : [];
-      let dest: RestoreTarget;
-      let inUse: SandboxInUse | undefined;
-      if (t.kind === "host") {
-        dest = t;
-      } else {
-        validateKey(key); // before the sandbox is made
-        inUse = useNamed(targetSandbox(plan), true);
-        dest = {
-          kind: "sb",
-          layer: { upper: inUse.named.upper, work: inUse.named.work },
-          vpath: t.vpath,
-          hidden: defaultHiddenPaths(process.env),
-          lowers: inUse.lowers,
-        };
-      }
       const progress = new ProgressLine(!json && isatty(2), writeStderr, 300);
       let result;
       try {
-        result = await restoreCache(backend, key, dest, {
+        result = await cache.restore(key, to, {
           restoreKeys,
           allowExternalLinks: o.allowExternalLinks === true,
           onSkip: onSkip(progress),
@@ -199,14 +163,13 @@ export async function action(plan: StoreCommandPlan): Promise<number> {
         });
       } finally {
         progress.clear();
-        inUse?.release();
       }
       if (result.hit === "miss" || result.entry === undefined) {
         const keys = restoreKeys.length > 0 ? " nor for the restore keys" : "";
         writeStderr(
-          `cvisor: cache miss: no entry for ${key}${keys} in ${backend.description}; ${path} is unchanged\n`,
+          `cvisor: cache miss: no entry for ${key}${keys} in ${description}; ${path} is unchanged\n`,
         );
-        if (json) out({ hit: "miss", key, backend: backend.description, path });
+        if (json) out({ hit: "miss", key, backend: description, path });
         return o.failOnMiss === true ? EXIT_CACHE_MISS : EXIT_OK;
       }
       const { entry, report } = result;
@@ -216,7 +179,7 @@ export async function action(plan: StoreCommandPlan): Promise<number> {
           key,
           matchedKey: entry.key,
           ...(result.matchedPrefix !== undefined ? { matchedPrefix: result.matchedPrefix } : {}),
-          backend: backend.description,
+          backend: description,
           path,
           format: entry.format,
           size: entry.size,
@@ -240,14 +203,12 @@ export async function action(plan: StoreCommandPlan): Promise<number> {
     }
     case "ls": {
       const [prefix = ""] = args;
-      const damaged: string[] = [];
-      const entries = await backend.list(prefix, damaged);
-      entries.sort(newerFirst);
+      const { entries, damaged } = await cache.list(prefix);
       if (damaged.length > 0) {
         const shown = damaged.slice(0, 3).join(", ") + (damaged.length > 3 ? ", ..." : "");
         writeStderr(
           `cvisor: ${damaged.length === 1 ? "1 cache entry" : `${damaged.length} cache entries`} in ` +
-            `${backend.description} ${damaged.length === 1 ? "is" : "are"} damaged (unreadable ` +
+            `${description} ${damaged.length === 1 ? "is" : "are"} damaged (unreadable ` +
             `metadata: ${shown}); cvisor cache rm KEY or cache rm --all removes them\n`,
         );
       }
@@ -257,8 +218,8 @@ export async function action(plan: StoreCommandPlan): Promise<number> {
         if (entries.length === 0) {
           process.stdout.write(
             prefix
-              ? `no cache entries whose key starts with ${prefix} in ${backend.description}\n`
-              : `no cache entries yet in ${backend.description} (cvisor cache save KEY PATH makes one)\n`,
+              ? `no cache entries whose key starts with ${prefix} in ${description}\n`
+              : `no cache entries yet in ${description} (cvisor cache save KEY PATH makes one)\n`,
           );
           return EXIT_OK;
         }
@@ -274,22 +235,20 @@ export async function action(plan: StoreCommandPlan): Promise<number> {
       if ((key === undefined) === (o.all !== true)) {
         throw usage("cache rm needs KEY or --all (not both)");
       }
-      // --all: the damaged entries too, whose keys may be unreadable.
-      const bad: string[] = [];
-      const keys =
-        key !== undefined ? [validateKey(key)] : (await backend.list("", bad)).map((e) => e.key);
-      const removed: string[] = [];
-      for (const k of keys) if (await backend.remove(k)) removed.push(k);
-      if (key !== undefined && removed.length === 0) {
-        throw new NotFoundError(`no cache entry ${key} in ${backend.description}`);
+      let removed: string[];
+      let damaged = 0;
+      if (key !== undefined) {
+        await cache.remove(key);
+        removed = [key];
+      } else {
+        ({ removed, damaged } = await cache.removeAll());
       }
-      const damaged = bad.length > 0 ? await backend.removeDamaged(bad) : 0;
-      if (json) out({ backend: backend.description, removed, ...(damaged ? { damaged } : {}) });
+      if (json) out({ backend: description, removed, ...(damaged ? { damaged } : {}) });
       else
         writeStderr(
           `cvisor: removed ${removed.length} cache entr${removed.length === 1 ? "y" : "ies"}` +
             (damaged ? ` and ${damaged} damaged one${damaged === 1 ? "" : "s"}` : "") +
-            ` from ${backend.description}\n`,
+            ` from ${description}\n`,
         );
       return EXIT_OK;
     }

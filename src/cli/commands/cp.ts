@@ -1,18 +1,13 @@
 // `cvisor [--sandbox NAME] cp [--no-ignore] [--json] SRC... DST`: copies files and trees into or
-// out of a named sandbox (without --sandbox: "default"), by docker cp's rules; the sandbox side
-// is written sb:/PATH. Into: only the sandbox's upper layer is written (src/sandbox/copy-in.ts),
-// and the sandbox is created if missing. Out: the merged view is read and nothing is written
-// outside DST, whatever the sandbox holds (src/sandbox/copy-out.ts). Skipped entries are
-// warnings on stderr; a progress line shows on stderr when it is a terminal and the copy grows
+// out of a named sandbox (without --sandbox: "default") with Sandbox.cp (src/sandbox/copy.ts);
+// the sandbox side is written sb:/PATH. Skipped entries are warnings on stderr; a progress line shows on stderr when it is a terminal and the copy grows
 // large; --json prints a summary on stdout.
 import type { Command } from "commander";
 import { sandboxHelp, type ToPlan } from "./define.js";
 import { isatty } from "node:tty";
-import { CopyError, CvisorError, restated, UsageError } from "../../core/errors.js";
-import { errCode } from "../../store/fd-path.js";
-import { defaultHiddenPaths } from "../../paths.js";
+import { CvisorError, UsageError } from "../../core/errors.js";
 import type { CopyReport, Skipped } from "../../sandbox/copy-tree.js";
-import { targetSandbox } from "./define.js";
+import { librarySandbox } from "./define.js";
 import { writeStderr } from "../errors.js";
 import { EXIT_OK } from "../exit-codes.js";
 import type { StoreCommandPlan } from "../plan.js";
@@ -78,52 +73,31 @@ function progressText(p: ProgressLine, r: CopyReport): string {
 }
 
 export async function action(plan: StoreCommandPlan): Promise<number> {
-  const [{ checkHostSources, copyIn }, { copyOut }, { useNamed }] = await Promise.all([
-    import("../../sandbox/copy-in.js"),
-    import("../../sandbox/copy-out.js"),
-    import("../../sandbox/open-layer.js"),
-  ]);
   const ops = cpOperands(plan.operands);
-  const name = targetSandbox(plan);
+  const sb = await librarySandbox(plan);
   const progress = new ProgressLine(!plan.json && isatty(2), writeStderr);
   // Small copies end before a line would help.
   let large = false;
-  const opts = {
-    ignore: plan.options.ignore !== false,
-    hidden: defaultHiddenPaths(process.env),
-    onSkip: (s: Skipped) => {
-      progress.clear();
-      writeStderr(`cvisor: cp: skipped ${s.path}: ${s.reason}\n`);
-    },
-    onProgress: (r: CopyReport) => {
-      large ||= r.bytes > PROGRESS_BYTES || r.files > PROGRESS_FILES;
-      if (large) progress.update(() => progressText(progress, r));
-    },
-  };
   let report: CopyReport;
   try {
-    if (ops.direction === "in") checkHostSources(ops.sources); // before the sandbox is made
-    const sb = useNamed(name, ops.direction === "in");
-    try {
-      report =
-        ops.direction === "in"
-          ? await copyIn(sb.named, ops.sources, ops.dst, { ...opts, lowers: sb.lowers })
-          : await copyOut(sb.named.upper, ops.sources, ops.dst, { ...opts, lowers: sb.lowers });
-    } finally {
-      sb.release();
-    }
-  } catch (err) {
+    report = await sb.cp(ops.sources, ops.dst, {
+      direction: ops.direction,
+      ignore: plan.options.ignore !== false,
+      onSkip: (s: Skipped) => {
+        progress.clear();
+        writeStderr(`cvisor: cp: skipped ${s.path}: ${s.reason}\n`);
+      },
+      onProgress: (r: CopyReport) => {
+        large ||= r.bytes > PROGRESS_BYTES || r.files > PROGRESS_FILES;
+        if (large) progress.update(() => progressText(progress, r));
+      },
+    });
+  } finally {
     progress.clear();
-    if (err instanceof CvisorError && err.code === "ENOSANDBOX") throw err;
-    const message = err instanceof Error ? err.message : String(err);
-    const said = message.startsWith("cp") ? message : `cp: ${message}`;
-    if (err instanceof CvisorError) throw restated(err, said);
-    throw new CopyError(said, errCode(err) ?? "ECP", { cause: err });
   }
-  progress.clear();
   if (plan.json) {
     process.stdout.write(
-      `${JSON.stringify({ sandbox: name, direction: ops.direction, ...report })}\n`,
+      `${JSON.stringify({ sandbox: sb.name, direction: ops.direction, ...report })}\n`,
     );
   } else if (report.ignored > 0) {
     writeStderr(`cvisor: cp: ${ignoredNote(report.ignored, "copies")}\n`);

@@ -19,3 +19,11 @@ export type ToPlan = (
 export function sandboxHelp(what: string): string {
   return `\nSandbox:\n  --sandbox <name>  ${what}, else 'default'; before the command: cvisor --sandbox NAME ...\n`;
 }
+
+/** The library's Sandbox for the sandbox a command acts on (loaded only then). */
+export async function librarySandbox(
+  plan: StoreCommandPlan,
+): Promise<import("../../sandbox/sandbox.js").Sandbox> {
+  const { Sandbox } = await import("../../sandbox/sandbox.js");
+  return new Sandbox({ sandbox: targetSandbox(plan) });
+}

@@ -3,28 +3,12 @@
 // layers under it, together, against the host.
 import type { Command } from "commander";
 import { sandboxHelp, type ToPlan } from "./define.js";
-import { NotFoundError } from "../../core/errors.js";
-import { existsSync } from "node:fs";
-import { readMeta, sandboxesDir } from "../../store/sandboxes.js";
-import { targetSandbox } from "./define.js";
+import { librarySandbox } from "./define.js";
 import { EXIT_OK } from "../exit-codes.js";
 import type { StoreCommandPlan } from "../plan.js";
 
-/** The named sandbox's directory; a clear error when there is no such sandbox. */
-export function existingSandbox(name: string): string {
-  const dir = `${sandboxesDir()}/${name}`;
-  if (readMeta(dir, name) === undefined) {
-    throw new NotFoundError(`no sandbox named ${name} (cvisor ls lists them)`, "ENOSANDBOX");
-  }
-  return dir;
-}
-
 export async function action(plan: StoreCommandPlan): Promise<number> {
-  const { layerChanges } = await import("../../sandbox/changes.js");
-  const { sandboxLowers } = await import("../../sandbox/lowers.js");
-  const dir = existingSandbox(targetSandbox(plan));
-  const upper = `${dir}/upper`;
-  const changes = layerChanges([...(existsSync(upper) ? [upper] : []), ...sandboxLowers({ dir })]);
+  const changes = await (await librarySandbox(plan)).diff();
   if (plan.json) process.stdout.write(`${JSON.stringify(changes)}\n`);
   else for (const c of changes) process.stdout.write(`${c.kind} ${c.path}\n`);
   return EXIT_OK;

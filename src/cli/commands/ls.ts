@@ -10,8 +10,8 @@ import type { StoreCommandPlan } from "../plan.js";
 export async function action(plan: StoreCommandPlan): Promise<number> {
   // Interrupted snapshots and branches are finished (or undone) first, and said so.
   await (await import("./snapshot.js")).reportLeftovers();
-  const { listSandboxes } = await import("../../sandbox/manage.js");
-  const list = listSandboxes();
+  const { Sandbox } = await import("../../sandbox/sandbox.js");
+  const list = await Sandbox.list();
   if (plan.json) {
     process.stdout.write(`${JSON.stringify(list)}\n`);
     return EXIT_OK;

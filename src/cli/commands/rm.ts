@@ -8,13 +8,13 @@ import { EXIT_CVISOR, EXIT_OK } from "../exit-codes.js";
 import type { StoreCommandPlan } from "../plan.js";
 
 export async function action(plan: StoreCommandPlan): Promise<number> {
-  const { removeSandbox } = await import("../../sandbox/manage.js");
+  const { Sandbox } = await import("../../sandbox/sandbox.js");
   await (await import("./snapshot.js")).reportLeftovers();
   const removed: string[] = [];
   const failed: { name: string; error: string }[] = [];
   for (const name of plan.operands) {
     try {
-      removeSandbox(name);
+      await Sandbox.remove(name);
       removed.push(name);
     } catch (err) {
       if (!(err instanceof CvisorError)) throw err;

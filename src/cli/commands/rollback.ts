@@ -2,14 +2,14 @@
 // snapshot ID (its upper starts empty over the snapshot's layers).
 import type { Command } from "commander";
 import { sandboxHelp, type ToPlan } from "./define.js";
-import { targetSandbox } from "./define.js";
+import { librarySandbox } from "./define.js";
 import { EXIT_OK } from "../exit-codes.js";
 import type { StoreCommandPlan } from "../plan.js";
-import { ops, reportLeftovers } from "./snapshot.js";
+import { reportLeftovers } from "./snapshot.js";
 
 export async function action(plan: StoreCommandPlan): Promise<number> {
   await reportLeftovers();
-  const r = (await ops()).rollback(targetSandbox(plan), plan.operands[0] ?? "");
+  const r = await (await librarySandbox(plan)).rollback(plan.operands[0] ?? "");
   if (plan.json) process.stdout.write(`${JSON.stringify(r)}\n`);
   else process.stdout.write(`sandbox ${r.sandbox} rolled back to ${r.id}\n`);
   return EXIT_OK;

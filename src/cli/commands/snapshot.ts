@@ -5,7 +5,7 @@ import { sandboxHelp, type ToPlan } from "./define.js";
 /** The snapshot operations, loaded when a command needs them (not to parse its line). */
 export const ops = (): Promise<typeof import("../../../snapshots/ops.js")> =>
   import("../../../snapshots/ops.js");
-import { targetSandbox } from "./define.js";
+import { librarySandbox } from "./define.js";
 import { writeStderr } from "../errors.js";
 import { EXIT_OK } from "../exit-codes.js";
 import type { StoreCommandPlan } from "../plan.js";
@@ -18,7 +18,7 @@ export async function reportLeftovers(): Promise<void> {
 
 export async function action(plan: StoreCommandPlan): Promise<number> {
   await reportLeftovers();
-  const r = await (await ops()).snapshot(targetSandbox(plan), plan.operands[0]);
+  const r = await (await librarySandbox(plan)).snapshot(plan.operands[0]);
   if (plan.json) process.stdout.write(`${JSON.stringify({ ...r, layers: r.chain.length + 1 })}\n`);
   else process.stdout.write(`${r.id}\n`);
   return EXIT_OK;

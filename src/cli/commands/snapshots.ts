@@ -4,14 +4,13 @@
 import type { Command } from "commander";
 import type { ToPlan } from "./define.js";
 import { CvisorError, UsageError } from "../../core/errors.js";
-import type { RemoveResult } from "../../../snapshots/ops.js";
-
-type Ops = Awaited<ReturnType<typeof ops>>;
+import type { RemoveResult, SnapshotInfo } from "../../../snapshots/ops.js";
+import type { Sandbox } from "../../sandbox/sandbox.js";
 import { writeStderr } from "../errors.js";
 import { EXIT_CVISOR, EXIT_OK } from "../exit-codes.js";
 import { humanBytes, humanTime, writeTable } from "../human.js";
 import type { StoreCommandPlan } from "../plan.js";
-import { ops, reportLeftovers } from "./snapshot.js";
+import { reportLeftovers } from "./snapshot.js";
 
 function usage(message: string): UsageError {
   return new UsageError(`${message} (see cvisor snapshots --help)`);
@@ -26,12 +25,11 @@ export async function action(plan: StoreCommandPlan): Promise<number> {
   if (verb === "ls" && plan.options.force) throw usage("--force goes with snapshots rm");
   if (verb === "rm" && ids.length === 0) throw usage("snapshots rm needs the IDs to remove");
   await reportLeftovers();
-  const { listSnapshots, removeSnapshot } = await ops();
-  return verb === "ls" ? ls(plan, listSnapshots) : rm(plan, ids, removeSnapshot);
+  const { Sandbox } = await import("../../sandbox/sandbox.js");
+  return verb === "ls" ? ls(plan, await Sandbox.snapshots()) : rm(plan, ids, Sandbox);
 }
 
-function ls(plan: StoreCommandPlan, listSnapshots: Ops["listSnapshots"]): number {
-  const list = listSnapshots();
+function ls(plan: StoreCommandPlan, list: readonly SnapshotInfo[]): number {
   if (plan.json) {
     process.stdout.write(`${JSON.stringify(list)}\n`);
     return EXIT_OK;
@@ -56,12 +54,12 @@ function ls(plan: StoreCommandPlan, listSnapshots: Ops["listSnapshots"]): number
   return EXIT_OK;
 }
 
-function rm(plan: StoreCommandPlan, ids: string[], removeSnapshot: Ops["removeSnapshot"]): number {
+async function rm(plan: StoreCommandPlan, ids: string[], lib: typeof Sandbox): Promise<number> {
   const removed: RemoveResult[] = [];
   const failed: { id: string; error: string }[] = [];
   for (const id of ids) {
     try {
-      const r = removeSnapshot(id, Boolean(plan.options.force));
+      const r = await lib.removeSnapshot(id, { force: Boolean(plan.options.force) });
       removed.push(r);
       const broken = [
         ...r.broken.sandboxes.map((s) => `sandbox ${s}`),
