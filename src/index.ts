@@ -5,6 +5,14 @@ import { setPackageAnchor } from "./core/native.js";
 export { Sandbox } from "./sandbox/sandbox.js";
 export { Cache } from "./sandbox/caches.js";
 export { RunFailedError } from "./sandbox/run-error.js";
+export { allow, deny } from "./sandbox/syscall-hook.js";
+export type {
+  HookError,
+  SocketAddress,
+  SyscallCall,
+  SyscallDecision,
+  SyscallHook,
+} from "./sandbox/syscall-hook.js";
 export {
   CacheError,
   ConflictError,

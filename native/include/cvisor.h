@@ -29,7 +29,7 @@
 extern "C" {
 #endif
 
-#define CV_ABI_VERSION 4
+#define CV_ABI_VERSION 5
 
 #define CV_API __attribute__((visibility("default")))
 
@@ -100,6 +100,11 @@ CV_API int cv_run_set_allow_listen(cv_run *r, int allow);
  * one, host unix sockets are refused (EACCES); sockets made in the sandbox always work. */
 CV_API int cv_run_allow_unix(cv_run *r, const char *path);
 CV_API int cv_run_set_timeout_ms(cv_run *r, uint32_t ms);       /* 0: none */
+/* An embedder's hook (the library's onSyscall): every call of the syscalls nrs is described on
+ * sock_fd (a stream socket, cv_socketpair) before cvisor handles it, and waits for the answer,
+ * which can only deny it (src/supervisor/hook.h has the messages). The run owns sock_fd (it is
+ * closed here when this fails). */
+CV_API int cv_run_set_hook(cv_run *r, const int32_t *nrs, size_t n, int sock_fd);
 CV_API int cv_run_set_hostname(cv_run *r, const char *name);    /* the guest's nodename (default "cvisor"); copied */
 /* The sandbox's copy-on-write layer: upper_dir is the writable tree the guest's changes land
  * in (docs/ARCHITECTURE.md, "The overlay"), work_dir a private directory on the same
@@ -143,6 +148,10 @@ CV_API void cv_run_free(cv_run *r);
 CV_API int cv_pipe(int fds[2]);
 /* close(2), for callers without one. */
 CV_API int cv_close(int fd);
+/* A connected pair of stream sockets, close-on-exec (the hook channel). */
+CV_API int cv_socketpair(int fds[2]);
+/* The number of a syscall the filter table knows ("openat" → 257), or CV_ERR_INVALID. */
+CV_API int cv_syscall_number(const char *name);
 /* renameat2(RENAME_EXCHANGE): swaps two paths at once (a directory replaced with no moment
  * where neither is there); -errno on failure. */
 CV_API int cv_rename_exchange(const char *a, const char *b);

@@ -732,6 +732,51 @@ static void test_cache(void) {
     }
 }
 
+/* ---------- 8. hooks: an embedder's syscalls are notified, whatever their row ---------- */
+
+static void test_hooks(void) {
+    static const char *names[] = {"openat", "read", "clone", "kill", "socket", "execve", "ioctl"};
+    static uint64_t bits[CV_FILTER_NR_MAX / 64];
+    memset(bits, 0, sizeof bits);
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        int nr = -1;
+        for (size_t j = 0; j < cv_syscalls_len; j++)
+            if (!strcmp(cv_syscalls[j].name, names[i])) nr = cv_syscalls[j].nr;
+        check(nr >= 0 && nr < CV_FILTER_NR_MAX, "hook test: no row for %s", names[i]);
+        if (nr >= 0) bits[nr / 64] |= 1ull << (nr % 64);
+    }
+    static struct variant h;
+    h.o = (struct cv_filter_opts){.deny_network = 1, .signals_scoped = 1, .hooked = bits};
+    h.len = cv_filter_build(&h.o, h.code, CV_FILTER_MAX);
+    if (h.len <= 0) cbpf_die("[hooked] cv_filter_build returned %d", h.len);
+    cbpf_load(&h.prog, h.code, (size_t)h.len);
+    const struct variant *plain = &variants[3]; /* the same options, no hooks */
+    rng = 0x5eedull;
+    for (int nr = 0; nr < NR_SPAN; nr++) {
+        for (int k = 0; k < RANDOM_VECTORS; k++) {
+            uint64_t a[6];
+            random_args(a);
+            compare(&h, AUDIT_ARCH_X86_64, nr, a, 0, NULL);
+            uint32_t got = run(&h, AUDIT_ARCH_X86_64, nr, a, 0, NULL);
+            int in_table = cv_syscall_name(nr) != NULL;
+            if (cv_filter_hooked(&h.o, nr) && in_table) {
+                check(got == SECCOMP_RET_USER_NOTIF, "[hooked] nr %d: 0x%08x, not NOTIFY", nr,
+                      (unsigned)got);
+            } else {
+                uint32_t was = run(plain, AUDIT_ARCH_X86_64, nr, a, 0, NULL);
+                check(got == was, "[hooked] nr %d (not hooked): 0x%08x, without hooks 0x%08x", nr,
+                      (unsigned)got, (unsigned)was);
+            }
+        }
+    }
+    /* Still killed on a foreign architecture and for x32 numbers, hooked or not. */
+    static const uint64_t zero[6] = {0};
+    check(run(&h, AUDIT_ARCH_I386, 257, zero, 0, NULL) == SECCOMP_RET_KILL_PROCESS,
+          "[hooked] i386 openat not killed");
+    check(run(&h, AUDIT_ARCH_X86_64, 257 | 0x40000000, zero, 0, NULL) == SECCOMP_RET_KILL_PROCESS,
+          "[hooked] x32 openat not killed");
+}
+
 int main(void) {
     test_interpreter();
     test_table();
@@ -742,6 +787,7 @@ int main(void) {
     test_targeted();
     test_absolute();
     test_cache();
+    test_hooks();
 
     printf("filter: table %zu rows; program %d/%d/%d/%d insns (max %d) for "
            "net=allow|deny x sig=notify|scoped\n",

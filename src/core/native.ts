@@ -7,7 +7,7 @@ import type * as Koffi from "koffi";
 import { coreError, cvErrorName, CV_ERROR, SetupError, UsageError } from "./errors.js";
 
 /** CV_ABI_VERSION of the header this binding was written against. */
-export const ABI_VERSION = 4;
+export const ABI_VERSION = 5;
 
 /** enum cv_run_state: how a run ended. */
 export const RUN_STATE = { EXITED: 1, SIGNALED: 2, EXEC_FAILED: 3, FAILED: 4 } as const;
@@ -35,6 +35,8 @@ export interface RunSpec {
   upper?: { upper: string; work: string } | undefined;
   /** Read-only layers under the upper (a snapshot chain's trees), top first. */
   lowers?: readonly string[] | undefined;
+  /** An embedder's hook: these syscalls are described on fd (the run owns it) first. */
+  hook?: { syscalls: readonly number[]; fd: number } | undefined;
 }
 
 /** cv_run_result, decoded. */
@@ -97,9 +99,12 @@ interface Binding {
   statsJson: Fn<[Ptr, Buffer, number], number>;
   denialsJson: Fn<[Ptr, Buffer, number], number>;
   allowUnix: Fn<[Ptr, string], number>;
+  setHook: Fn<[Ptr, Int32Array, number, number], number>;
   free: Fn<[Ptr], void>;
   waitForwarding: Fn<[Ptr, number], number>;
   pipe: Fn<[Int32Array], number>;
+  socketpair: Fn<[Int32Array], number>;
+  syscallNumber: Fn<[string], number>;
   close: Fn<[number], number>;
   renameExchange: Fn<[string, string], number>;
   isatty: Fn<[number], number>;
@@ -314,9 +319,12 @@ const PROTOTYPES: Record<keyof Binding, string> = {
   statsJson: "int cv_run_stats_json(cv_run *r, char *buf, size_t len)",
   denialsJson: "int cv_run_denials_json(cv_run *r, char *buf, size_t len)",
   allowUnix: "int cv_run_allow_unix(cv_run *r, const char *path)",
+  setHook: "int cv_run_set_hook(cv_run *r, const int32_t *nrs, size_t n, int fd)",
   free: "void cv_run_free(cv_run *r)",
   waitForwarding: "int cv_run_wait_forwarding(cv_run *r, int interactive)",
   pipe: "int cv_pipe(_Out_ int *fds)",
+  socketpair: "int cv_socketpair(_Out_ int *fds)",
+  syscallNumber: "int cv_syscall_number(const char *name)",
   close: "int cv_close(int fd)",
   renameExchange: "int cv_rename_exchange(const char *a, const char *b)",
   isatty: "int cv_isatty(int fd)",
@@ -439,9 +447,17 @@ export class NativeRun {
 export function createRun(spec: RunSpec): NativeRun {
   const b = lib();
   const ptr = b.runNew(spec.helperPath);
-  if (ptr === null) throw new SetupError("cv_run_new: out of memory", "CV_ERR_NOMEM");
+  if (ptr === null) {
+    if (spec.hook !== undefined) close(spec.hook.fd);
+    throw new SetupError("cv_run_new: out of memory", "CV_ERR_NOMEM");
+  }
   const run = new NativeRun(ptr);
   try {
+    if (spec.hook !== undefined) {
+      // First: from here the run owns the fd (cv_run_set_hook closes it when it fails).
+      const nrs = Int32Array.from(spec.hook.syscalls);
+      check(b.setHook(ptr, nrs, nrs.length, spec.hook.fd), "onSyscall hook");
+    }
     for (const arg of spec.argv) check(b.addArg(ptr, arg), `argument ${JSON.stringify(arg)}`);
     for (const kv of spec.env) check(b.addEnv(ptr, kv), "environment");
     if (spec.cwd !== undefined) check(b.setCwd(ptr, spec.cwd), `working directory ${spec.cwd}`);
@@ -593,6 +609,19 @@ export function pipe(): [number, number] {
   const fds = new Int32Array([-1, -1]);
   check(lib().pipe(fds), "cannot create a pipe");
   return [fds[0] ?? -1, fds[1] ?? -1];
+}
+
+/** cv_socketpair: a connected pair of stream sockets, both close-on-exec. */
+export function socketpair(): [number, number] {
+  const fds = new Int32Array([-1, -1]);
+  check(lib().socketpair(fds), "cannot create a socket pair");
+  return [fds[0] ?? -1, fds[1] ?? -1];
+}
+
+/** The number of a syscall the filter table knows ("openat" → 257), or undefined. */
+export function syscallNumber(name: string): number | undefined {
+  const nr = lib().syscallNumber(name);
+  return nr >= 0 ? nr : undefined;
 }
 
 /** cv_close: close(2) for an fd no Node object owns. */

@@ -20,6 +20,7 @@ import { checkArgv, runSpec } from "./native-run.js";
 import { closeLayer, openLayer } from "./open-layer.js";
 import { RunFailedError } from "./run-error.js";
 import { startRun, Stdio, type InputMode, type Started } from "./supervise.js";
+import { hookedNumbers, serveHook } from "./syscall-hook.js";
 import { validateSandboxName } from "../store/sandboxes.js";
 import type {
   RunOptions,
@@ -108,9 +109,12 @@ export class Sandbox {
     capture: boolean,
   ): Started {
     checkArgv(argv);
+    const hook = options.onSyscall === undefined ? this.options.onSyscall : options.onSyscall;
+    const hooked = hook ? hookedNumbers(hook) : undefined;
     const layer = openLayer(this.options.sandbox);
     const io = new Stdio(capture);
     let started: Started;
+    let ours: number | undefined;
     try {
       const spec = runSpec(argv, this.options, options, layer);
       const stdio: [number, number, number] = [
@@ -118,12 +122,25 @@ export class Sandbox {
         io.output("stdout", options.stdout ?? "pipe", 1),
         io.output("stderr", options.stderr ?? "pipe", 2),
       ];
-      started = startRun(native.createRun({ ...spec, stdio }), io, capture, options.signal);
+      let hookSpec: native.RunSpec["hook"];
+      if (hooked) {
+        const [mine, theirs] = native.socketpair();
+        ours = mine;
+        hookSpec = { syscalls: [...hooked.keys()], fd: theirs };
+      }
+      const run = native.createRun({ ...spec, stdio, hook: hookSpec });
+      started = startRun(run, io, capture, options.signal);
     } catch (err) {
+      if (ours !== undefined) native.close(ours);
       io.closeGuestEnds();
       io.closeOwnEnds();
       closeLayer(layer);
       throw err;
+    }
+    if (hook && hooked && ours !== undefined) {
+      const served = serveHook(ours, hook, hooked);
+      const plain = started.result;
+      started.result = plain.then(async (r) => ({ ...r, hookErrors: await served }));
     }
     const end = (): void => {
       io.closeOwnEnds();

@@ -1,5 +1,6 @@
 // The public shapes of the library API: what a Sandbox takes and what a run resolves to.
 import type { Readable, Writable } from "node:stream";
+import type { HookError, SyscallHook } from "./syscall-hook.js";
 
 /** Options of a Sandbox, the defaults of each of its runs. */
 export interface SandboxOptions {
@@ -32,6 +33,11 @@ export interface SandboxOptions {
   expose?: readonly string[];
   /** Reject runs whose guest does not exit 0 (RunFailedError, carrying the result). */
   reject?: boolean;
+  /**
+   * Decide the guest's calls of some syscalls (docs/library.md, "onSyscall"): the handler sees
+   * each call and allows it (cvisor's own handling goes on) or denies it with an errno.
+   */
+  onSyscall?: SyscallHook;
 }
 
 /** Where a guest stream goes: this process's own fd, a captured pipe, or /dev/null. */
@@ -61,6 +67,8 @@ export interface RunOptions {
   signal?: AbortSignal;
   /** Reject when the guest does not exit 0 (RunFailedError, carrying the result). */
   reject?: boolean;
+  /** This run's hook, instead of the Sandbox's (null: none). */
+  onSyscall?: SyscallHook | null;
 }
 
 /** Options of a spawn: a run's, with stdin a stream by default. */
@@ -115,4 +123,6 @@ export interface RunResult {
   execError?: string;
   /** What the sandbox refused the guest (each distinct refusal once). */
   denials: Denial[];
+  /** With onSyscall: the handler's failures (each failed its call closed, EPERM). */
+  hookErrors?: HookError[];
 }

@@ -76,6 +76,7 @@ static int deny_label(struct asm_ *a, struct blocks *b, uint16_t e) {
 
 static int simple_label(struct asm_ *a, struct blocks *b, const struct cv_filter_opts *o,
                         const struct cv_syscall *s) {
+    if (cv_filter_hooked(o, s->nr)) return b->notify;
     if (s->arg_rule == CV_ARG_SIGNAL) return o->signals_scoped ? b->allow : b->notify;
     if (s->arg_rule != CV_ARG_NONE) return -1;
     if (s->kind == CV_ALLOW) return b->allow;

@@ -76,7 +76,9 @@ uint32_t cv_policy_eval(const struct cv_filter_opts *o, uint32_t arch, int nr,
                         const uint64_t args[6]) {
     if (arch != AUDIT_ARCH_X86_64) return SECCOMP_RET_KILL_PROCESS;
     if ((uint32_t)nr & CV_X32_BIT) return SECCOMP_RET_KILL_PROCESS;
-    for (size_t i = 0; i < cv_syscalls_len; i++)
-        if (cv_syscalls[i].nr == nr) return eval_rule(o, &cv_syscalls[i], args);
+    for (size_t i = 0; i < cv_syscalls_len; i++) {
+        if (cv_syscalls[i].nr != nr) continue;
+        return cv_filter_hooked(o, nr) ? SECCOMP_RET_USER_NOTIF : eval_rule(o, &cv_syscalls[i], args);
+    }
     return RET_ERRNO(ENOSYS);
 }

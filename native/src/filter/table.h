@@ -62,11 +62,23 @@ struct cv_syscall {
 /* The row may reach the supervisor (NOTIFY, or a rule that can answer NOTIFY). */
 int cv_rule_may_notify(const struct cv_syscall *s);
 
+/* Syscall numbers the table may hold (x86_64 numbers are below 512). */
+#define CV_FILTER_NR_MAX 512
+
 /* Options that change the compiled program. */
 struct cv_filter_opts {
     int deny_network;     /* AF_INET/AF_INET6 sockets → EACCES */
     int signals_scoped;   /* Landlock ABI >= 6 scopes signals: kill family natively */
+    /* Syscalls an embedder's hook watches (a run's onSyscall): each is notified whatever its
+     * row says, and the supervisor applies the row itself (cv_policy_eval without hooks) after
+     * the hook. NULL: none (the programs compiled at build time). */
+    const uint64_t *hooked; /* CV_FILTER_NR_MAX bits */
 };
+
+/* nr is one of o's hooked syscalls. */
+static inline int cv_filter_hooked(const struct cv_filter_opts *o, int nr) {
+    return o->hooked && nr >= 0 && nr < CV_FILTER_NR_MAX && ((o->hooked[nr / 64] >> (nr % 64)) & 1);
+}
 
 extern const struct cv_syscall cv_syscalls[];
 extern const size_t cv_syscalls_len;

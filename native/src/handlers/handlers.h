@@ -47,6 +47,10 @@ int cv_notif_copy_up(struct cv_notif *n, const struct cv_vnode *v, int with_data
 void cv_notif_settle_alias(struct cv_notif *n, const struct cv_vnode *v);
 
 struct cv_reply cv_dispatch(struct cv_notif *n);
+/* The run's embedder hooks syscall nr (supervisor/hook.c). */
+int cv_hook_wants(const struct cv_run *r, int nr);
+/* A hooked call: the embedder's answer first, then what the filter's row says. */
+struct cv_reply cv_hook_answer(struct cv_notif *n);
 
 typedef struct cv_reply (*cv_handler_fn)(struct cv_notif *n);
 /* The function of a handler family (enum cv_handler in filter/table.h), or NULL. */

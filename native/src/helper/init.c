@@ -32,6 +32,7 @@
 #include "common/seccomp_defs.h"
 #include "common/util.h"
 #include "cvisor.h"
+#include "filter/table.h"
 #include "filter_progs.h"
 #include "policy.h"
 #include "relay.h"
@@ -53,14 +54,36 @@ static void set_job_signals(void (*handler)(int)) {
     for (size_t i = 0; i < sizeof job_signals / sizeof job_signals[0]; i++) signal(job_signals[i], handler);
 }
 
-/* The program for these options, compiled from the table at build time (filter_progs.h). */
-static int install_filter(int deny_network, int signals_scoped) {
+/* The program for these options: one compiled from the table at build time (filter_progs.h),
+ * or, when an embedder hooks syscalls (--hook), one compiled here with them notified. */
+static int install_filter(int deny_network, int signals_scoped, const uint64_t *hooked) {
     struct sock_fprog prog = cv_progs[!!deny_network][!!signals_scoped];
+    static struct sock_filter code[CV_FILTER_MAX];
+    if (hooked) {
+        struct cv_filter_opts o = {.deny_network = deny_network, .signals_scoped = signals_scoped,
+                                   .hooked = hooked};
+        int len = cv_filter_build(&o, code, CV_FILTER_MAX);
+        if (len <= 0) return -EINVAL;
+        prog = (struct sock_fprog){.len = (unsigned short)len, .filter = code};
+    }
     unsigned long flags = SECCOMP_FILTER_FLAG_NEW_LISTENER | SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV;
     int fd = (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, flags, &prog);
     if (fd < 0 && errno == EINVAL) /* kernels before 5.19 */
         fd = (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER, &prog);
     return fd < 0 ? -errno : fd;
+}
+
+/* --hook "2,257,59": the syscall numbers into bits; 0, or -1 when the list is not one. */
+static int parse_hooks(const char *list, uint64_t *bits) {
+    memset(bits, 0, CV_FILTER_NR_MAX / 8);
+    while (*list) {
+        char *end;
+        long nr = strtol(list, &end, 10);
+        if (end == list || nr < 0 || nr >= CV_FILTER_NR_MAX || (*end && *end != ',')) return -1;
+        bits[nr / 64] |= 1ull << (nr % 64);
+        list = *end ? end + 1 : end;
+    }
+    return 0;
 }
 
 static int recv_fd(int sock) {
@@ -160,12 +183,18 @@ static int init_main(int argc, char **argv) {
     long ppid = -1;
     const char *cwd = NULL;
     int deny_network = 0, ruleset = -1, ruleset_sock = 0, host_view = 0, i = 2;
+    static uint64_t hook_bits[CV_FILTER_NR_MAX / 64];
+    const uint64_t *hooked = NULL;
     for (; i < argc; i++) {
         if (!strcmp(argv[i], "--")) { i++; break; }
         if (!strcmp(argv[i], "--ppid") && i + 1 < argc) ppid = strtol(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "--cwd") && i + 1 < argc) cwd = argv[++i];
         else if (!strcmp(argv[i], "--no-network")) deny_network = 1;
         else if (!strcmp(argv[i], "--host-view")) host_view = 1;
+        else if (!strcmp(argv[i], "--hook") && i + 1 < argc) {
+            if (parse_hooks(argv[++i], hook_bits) < 0) setup_failed(CV_ERR_INVALID, EINVAL, "cvisor-helper: bad --hook");
+            hooked = hook_bits;
+        }
         else if ((!strcmp(argv[i], "--ruleset-fd") || !strcmp(argv[i], "--ruleset-sock")) && i + 1 < argc) {
             ruleset_sock = !strcmp(argv[i], "--ruleset-sock");
             ruleset = (int)strtol(argv[++i], NULL, 10);
@@ -226,7 +255,7 @@ static int init_main(int argc, char **argv) {
         file = resolve_cmd(guest_argv[0], file_buf, sizeof file_buf);
         if (file == file_buf) host_hit = file;
     }
-    int listener = install_filter(deny_network, abi >= 6);
+    int listener = install_filter(deny_network, abi >= 6, hooked);
     if (listener < 0) setup_failed(CV_ERR_SECCOMP, -listener, "seccomp user notification");
 
     /* Hand the listener over: the supervisor takes it with pidfd_getfd, then says go. */

@@ -77,7 +77,7 @@ static void answer(struct cv_run *r, struct seccomp_notif *req, struct seccomp_n
     atomic_fetch_add_explicit(&r->total, 1, memory_order_relaxed);
     struct cv_notif n;
     cv_notif_init(&n, r, req);
-    struct cv_reply rep = cv_dispatch(&n);
+    struct cv_reply rep = cv_hook_wants(r, nr) ? cv_hook_answer(&n) : cv_dispatch(&n);
     if (rep.kind == CV_REPLY_DONE) return;
     memset(resp, 0, sizeof *resp);
     resp->id = req->id;

@@ -11,10 +11,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "common/landlock.h"
 #include "common/util.h"
 #include "filter/table.h"
 #include "overlay/lowers.h"
@@ -54,6 +56,7 @@ CV_API cv_run *cv_run_new(const char *helper_path) {
     r->ctl_efd = r->done_w = r->init_pidfd = r->status_r = r->go_w = r->listener = -1;
     r->fin_efd = r->ending_efd = -1;
     r->upper_fd = r->work_fd = -1;
+    r->hook_fd = -1;
     pthread_mutex_init(&r->fifo_lock, NULL);
     pthread_mutex_init(&r->deny_lock, NULL);
     pthread_mutex_init(&r->state_lock, NULL);
@@ -151,6 +154,43 @@ CV_API int cv_run_set_allow_listen(cv_run *r, int allow) {
     NOT_STARTED(r);
     r->allow_listen = !!allow;
     return 0;
+}
+
+CV_API int cv_run_set_hook(cv_run *r, const int32_t *nrs, size_t n, int sock_fd) {
+    int e = !r ? CV_ERR_INVALID : atomic_load(&r->started) ? CV_ERR_STATE : 0;
+    if (!e && (!nrs || n == 0 || sock_fd < 0 || r->hook_fd >= 0)) e = CV_ERR_INVALID;
+    char *list = e ? NULL : calloc(n, 12);
+    if (!e && !list) e = CV_ERR_NOMEM;
+    for (size_t i = 0; !e && i < n; i++)
+        if (nrs[i] < 0 || nrs[i] >= CV_MAX_NR || !cv_syscall_name(nrs[i])) e = CV_ERR_INVALID;
+    if (e) {
+        free(list);
+        if (sock_fd >= 0) close(sock_fd); /* the run owns it, even now */
+        return e;
+    }
+    size_t at = 0;
+    for (size_t i = 0; i < n; i++) {
+        int nr = nrs[i];
+        if ((r->hooked[nr / 64] >> (nr % 64)) & 1) continue;
+        r->hooked[nr / 64] |= 1ull << (nr % 64);
+        at += (size_t)snprintf(list + at, 12, "%s%d", at ? "," : "", nr);
+    }
+    r->hook_list = list;
+    r->hook_fd = sock_fd;
+    r->signals_scoped = cv_landlock_abi() >= 6;
+    return 0;
+}
+
+CV_API int cv_socketpair(int fds[2]) {
+    if (!fds) return CV_ERR_INVALID;
+    return socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) < 0 ? -errno : 0;
+}
+
+CV_API int cv_syscall_number(const char *name) {
+    if (!name) return CV_ERR_INVALID;
+    for (size_t i = 0; i < cv_syscalls_len; i++)
+        if (!strcmp(cv_syscalls[i].name, name)) return cv_syscalls[i].nr;
+    return CV_ERR_INVALID;
 }
 
 CV_API int cv_run_allow_unix(cv_run *r, const char *path) {
@@ -399,6 +439,8 @@ static void run_destroy(struct cv_run *r) {
     for (size_t i = 0; i < r->nhide; i++) free(r->hide[i]);
     for (size_t i = 0; i < r->nallow_unix; i++) free(r->allow_unix[i]);
     free(r->allow_unix);
+    free(r->hook_list);
+    if (r->hook_fd >= 0) close(r->hook_fd);
     for (size_t i = 0; i < r->nabstract; i++) free(r->abstract[i]);
     free(r->abstract);
     cv_unames_free(r);

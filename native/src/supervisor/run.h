@@ -99,6 +99,12 @@ struct cv_run {
     char **allow_unix;        /* host unix sockets the guest may reach (real paths) */
     size_t nallow_unix, allow_unix_cap;
     uint32_t timeout_ms;
+    int hook_fd;              /* the embedder's hook socket (supervisor/hook.c), or -1 */
+    uint64_t hooked[CV_MAX_NR / 64]; /* the syscalls it watches */
+    char *hook_list;          /* the same, as the helper's --hook argument */
+    uint64_t hook_seq;        /* the last call described */
+    int hook_dead;            /* it stopped answering: hooked calls fail closed */
+    int signals_scoped;       /* Landlock scopes signals here (the filter's kill family) */
 
     /* runtime */
     atomic_int refs;          /* the caller's and the receiver thread's */

@@ -87,9 +87,9 @@ static int do_spawn(struct cv_run *r, char *msg, size_t msglen) {
     status[1] = above_targets(status[1]);
     go[0] = above_targets(go[0]);
     ruleset = above_targets(ruleset);
-    /* argv: helper init --ppid P [--cwd D] [--no-network] [--host-view] --ruleset-* 5 -- argv... */
+    /* argv: helper init --ppid P [--cwd D] [--no-network] [--hook NRS] [--host-view] --ruleset-* 5 -- argv... */
     size_t n = 0;
-    char **av = calloc(r->argc + 13, sizeof *av);
+    char **av = calloc(r->argc + 15, sizeof *av);
     if (!av) {
         snprintf(msg, msglen, "out of memory");
         close(status[0]); close(status[1]); close(go[0]); close(go[1]);
@@ -104,6 +104,7 @@ static int do_spawn(struct cv_run *r, char *msg, size_t msglen) {
     av[n++] = ppid;
     if (r->cwd) { av[n++] = "--cwd"; av[n++] = r->cwd; }
     if (r->network == CV_NET_DENY) av[n++] = "--no-network";
+    if (r->hook_list) { av[n++] = "--hook"; av[n++] = r->hook_list; }
     /* No snapshot layer and nothing in an upper yet: the guest sees the host (minus hidden
      * paths), so the helper may look the command up before its filter (helper/init.c). */
     if (r->nlower == 0 && !r->upper) av[n++] = "--host-view";

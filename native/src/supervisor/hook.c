@@ -1,0 +1,201 @@
+/* An embedder's per-syscall hook (cv_run_set_hook). The init compiles the run's filter with the
+ * hooked syscalls notified whatever their rows say; here each one is first described to the
+ * embedder (number, thread, registers, and the strings its arguments point to, read once from
+ * the guest) and its answer awaited, then the row is applied as the filter would have applied it
+ * (cv_policy_eval without hooks, on the same registers): a native call is continued, a handled
+ * one dispatched, a denied one denied. So a hook can only make the sandbox stricter: what it
+ * allows still goes through cvisor's own rules, and what it denies fails with its errno.
+ *
+ * The receiver thread waits for the answer (every guest call of the run waits with it), but not
+ * past the run's end: a kill or the deadline gives up the wait. A hook that is gone (its socket
+ * closed, a broken message) fails the call closed, EPERM, and every hooked call after it; the
+ * refusal is in the run's denials. */
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "common/landlock.h"
+#include "common/util.h"
+#include "filter/table.h"
+#include "handlers/handlers.h"
+#include "hook.h"
+#include "run.h"
+
+/* Which arguments of a syscall point to what: paths (a bit per argument), an argv array, a
+ * socket address with its length. */
+struct strings { int nr; uint8_t paths; int8_t argv, addr, addrlen; };
+
+#define P(i) (uint8_t)(1u << (i))
+static const struct strings string_args[] = {
+    {SYS_open, P(0), -1, -1, -1},          {SYS_openat, P(1), -1, -1, -1},
+    {SYS_openat2, P(1), -1, -1, -1},       {SYS_creat, P(0), -1, -1, -1},
+    {SYS_stat, P(0), -1, -1, -1},          {SYS_lstat, P(0), -1, -1, -1},
+    {SYS_newfstatat, P(1), -1, -1, -1},    {SYS_statx, P(1), -1, -1, -1},
+    {SYS_access, P(0), -1, -1, -1},        {SYS_faccessat, P(1), -1, -1, -1},
+    {SYS_faccessat2, P(1), -1, -1, -1},    {SYS_readlink, P(0), -1, -1, -1},
+    {SYS_readlinkat, P(1), -1, -1, -1},    {SYS_unlink, P(0), -1, -1, -1},
+    {SYS_unlinkat, P(1), -1, -1, -1},      {SYS_mkdir, P(0), -1, -1, -1},
+    {SYS_mkdirat, P(1), -1, -1, -1},       {SYS_rmdir, P(0), -1, -1, -1},
+    {SYS_rename, P(0) | P(1), -1, -1, -1}, {SYS_renameat, P(1) | P(3), -1, -1, -1},
+    {SYS_renameat2, P(1) | P(3), -1, -1, -1}, {SYS_link, P(0) | P(1), -1, -1, -1},
+    {SYS_linkat, P(1) | P(3), -1, -1, -1}, {SYS_symlink, P(0) | P(1), -1, -1, -1},
+    {SYS_symlinkat, P(0) | P(2), -1, -1, -1}, {SYS_chmod, P(0), -1, -1, -1},
+    {SYS_fchmodat, P(1), -1, -1, -1},      {SYS_chown, P(0), -1, -1, -1},
+    {SYS_lchown, P(0), -1, -1, -1},        {SYS_fchownat, P(1), -1, -1, -1},
+    {SYS_truncate, P(0), -1, -1, -1},      {SYS_chdir, P(0), -1, -1, -1},
+    {SYS_utimensat, P(1), -1, -1, -1},     {SYS_mknod, P(0), -1, -1, -1},
+    {SYS_mknodat, P(1), -1, -1, -1},       {SYS_execve, P(0), 1, -1, -1},
+    {SYS_execveat, P(1), 2, -1, -1},       {SYS_connect, 0, -1, 1, 2},
+    {SYS_bind, 0, -1, 1, 2},               {SYS_sendto, 0, -1, 4, 5},
+};
+#undef P
+
+#define ARGV_MAX 64          /* argv items described; the rest are left out */
+#define MSG_MAX (64 * 1024)  /* a description stops growing here */
+
+struct msg { char *buf; size_t len, cap; int full; };
+
+static void put(struct msg *m, const void *p, size_t n) {
+    if (m->full || m->len + n > MSG_MAX) { m->full = 1; return; }
+    if (m->len + n > m->cap) {
+        size_t cap = m->cap ? m->cap * 2 : 1024;
+        while (cap < m->len + n) cap *= 2;
+        char *b = realloc(m->buf, cap);
+        if (!b) { m->full = 1; return; }
+        m->buf = b;
+        m->cap = cap;
+    }
+    memcpy(m->buf + m->len, p, n);
+    m->len += n;
+}
+
+static void put_str(struct msg *m, uint32_t *nstr, int what, int arg, const char *s, size_t n) {
+    size_t at = m->len;
+    struct cv_hook_str h = {.what = (uint8_t)what, .arg = (uint8_t)arg, .len = (uint32_t)n};
+    put(m, &h, sizeof h);
+    put(m, s, n);
+    if (m->full) m->len = at; /* a string that does not fit is left out whole */
+    else (*nstr)++;
+}
+
+/* The strings the call's arguments point to, read once (peeks, then one validity check). */
+static int describe_strings(struct cv_notif *n, struct msg *m, uint32_t *nstr) {
+    uint64_t a[6];
+    memcpy(a, n->req->data.args, sizeof a);
+    const struct strings *s = NULL;
+    for (size_t i = 0; i < sizeof string_args / sizeof string_args[0]; i++)
+        if (string_args[i].nr == n->req->data.nr) s = &string_args[i];
+    if (!s) return 0;
+    char buf[PATH_MAX];
+    for (int i = 0; i < 6; i++) {
+        if (!(s->paths & (1u << i)) || !a[i]) continue;
+        ssize_t len = cv_guest_peek_str(&n->g, a[i], buf, sizeof buf);
+        if (len >= 0) put_str(m, nstr, CV_HOOK_PATH, i, buf, (size_t)len);
+    }
+    if (s->argv >= 0 && a[s->argv]) {
+        for (int k = 0; k < ARGV_MAX; k++) {
+            uint64_t p = 0;
+            if (cv_guest_peek(&n->g, a[s->argv] + 8 * (uint64_t)k, &p, sizeof p) < 0 || !p) break;
+            ssize_t len = cv_guest_peek_str(&n->g, p, buf, sizeof buf);
+            if (len < 0) break;
+            put_str(m, nstr, CV_HOOK_ARGV, s->argv, buf, (size_t)len);
+        }
+    }
+    if (s->addr >= 0 && a[s->addr]) {
+        size_t len = (size_t)(uint32_t)a[s->addrlen];
+        if (len > sizeof buf) len = sizeof buf;
+        if (len && cv_guest_peek(&n->g, a[s->addr], buf, len) == 0)
+            put_str(m, nstr, CV_HOOK_SOCKADDR, s->addr, buf, len);
+    }
+    return cv_guest_valid(&n->g) ? 0 : -ESRCH;
+}
+
+/* The hook's answer to message seq: CV_HOOK_ALLOW, -errno to deny, or -EPERM when it is gone. */
+static int await_answer(struct cv_run *r, uint64_t seq) {
+    for (;;) {
+        int wait_ms = -1;
+        if (r->timeout_ms) {
+            double left = r->timeout_ms - cv_ms_since(&r->t0);
+            wait_ms = left <= 0 ? 0 : (int)left + 1;
+        }
+        struct pollfd pf[2] = {{r->hook_fd, POLLIN, 0}, {r->ctl_efd, POLLIN, 0}};
+        int pr = poll(pf, 2, wait_ms);
+        if (pr < 0 && errno == EINTR) continue;
+        /* The run is ending (a kill, the deadline): the receiver's loop takes it from here. */
+        if (pr <= 0 || (pf[1].revents & POLLIN)) return -EPERM;
+        struct cv_hook_reply rep;
+        ssize_t got = recv(r->hook_fd, &rep, sizeof rep, MSG_WAITALL);
+        if (got != (ssize_t)sizeof rep) {
+            r->hook_dead = 1;
+            return -EPERM;
+        }
+        if (rep.seq != seq) continue; /* an answer to a call given up on */
+        if (rep.action == CV_HOOK_ALLOW) return CV_HOOK_ALLOW;
+        if (rep.action != CV_HOOK_DENY || rep.err < 0 || rep.err >= 4096) {
+            r->hook_dead = 1;
+            return -EPERM;
+        }
+        return -(rep.err ? rep.err : EPERM);
+    }
+}
+
+int cv_hook_wants(const struct cv_run *r, int nr) {
+    return r->hook_fd >= 0 && nr >= 0 && nr < CV_FILTER_NR_MAX &&
+           ((r->hooked[nr / 64] >> (nr % 64)) & 1);
+}
+
+struct cv_reply cv_hook_answer(struct cv_notif *n) {
+    struct cv_run *r = n->run;
+    const struct seccomp_data *d = &n->req->data;
+    /* What the filter would have done without the hook: decided on the same registers. */
+    struct cv_filter_opts o = {.deny_network = r->network == CV_NET_DENY,
+                               .signals_scoped = r->signals_scoped};
+    uint64_t args[6];
+    memcpy(args, d->args, sizeof args);
+    uint32_t policy = cv_policy_eval(&o, d->arch, d->nr, args);
+    uint32_t action = policy & SECCOMP_RET_ACTION_FULL;
+    const char *name = cv_syscall_name(d->nr);
+    if (r->hook_dead) {
+        cv_run_deny(r, d->nr, name ? name : "", "the onSyscall hook is gone: the call fails closed");
+        return cv_err(EPERM);
+    }
+    struct msg m = {0};
+    struct cv_hook_req h = {
+        .nr = (uint32_t)d->nr,
+        .seq = ++r->hook_seq,
+        .tid = (int32_t)n->req->pid,
+        .pid = (int32_t)cv_guest_tgid(&n->g),
+        .policy = action == SECCOMP_RET_ALLOW ? CV_HOOK_NATIVE
+                  : action == SECCOMP_RET_USER_NOTIF ? CV_HOOK_HANDLED : CV_HOOK_DENIED,
+        .policy_errno = action == SECCOMP_RET_ERRNO ? (int32_t)(policy & SECCOMP_RET_DATA) : 0,
+    };
+    memcpy(h.args, d->args, sizeof h.args);
+    put(&m, &h, sizeof h);
+    uint32_t nstr = 0;
+    if (describe_strings(n, &m, &nstr) < 0) {
+        free(m.buf);
+        return cv_err(ESRCH); /* the caller is gone: nobody reads the answer */
+    }
+    int answer = -EPERM;
+    if (m.buf && !m.full) {
+        struct cv_hook_req *hp = (struct cv_hook_req *)(void *)m.buf;
+        hp->len = (uint32_t)m.len;
+        hp->nstr = nstr;
+        if (cv_write_full(r->hook_fd, m.buf, m.len) == (ssize_t)m.len) answer = await_answer(r, h.seq);
+        else r->hook_dead = 1;
+    }
+    free(m.buf);
+    if (r->hook_dead) {
+        cv_run_deny(r, d->nr, name ? name : "", "the onSyscall hook is gone: the call fails closed");
+        return cv_err(EPERM);
+    }
+    if (answer < 0) return cv_err(-answer);
+    if (action == SECCOMP_RET_ALLOW) return cv_continue(); /* the filter's own ALLOW */
+    if (action == SECCOMP_RET_USER_NOTIF) return cv_dispatch(n);
+    if (action == SECCOMP_RET_ERRNO) return cv_err((int)(policy & SECCOMP_RET_DATA));
+    return cv_err(ENOSYS);
+}

@@ -1,0 +1,41 @@
+/* An embedder's per-syscall hook (cv_run_set_hook): the wire format and the call. */
+#ifndef CV_HOOK_H
+#define CV_HOOK_H
+
+#include <stdint.h>
+
+/* A hooked call, to the embedder (one message on the hook socket), then its strings. */
+struct cv_hook_req {
+    uint32_t len;          /* of the whole message, strings included */
+    uint32_t nr;
+    uint64_t seq;          /* the reply names it */
+    int32_t tid, pid;      /* the calling thread and its process (0 when unknown) */
+    uint64_t args[6];
+    uint32_t policy;       /* enum cv_hook_policy: what cvisor does if the hook allows */
+    int32_t policy_errno;  /* CV_HOOK_DENIED: the errno */
+    uint32_t nstr;
+    uint32_t reserved;
+};
+
+enum cv_hook_policy { CV_HOOK_NATIVE = 0, CV_HOOK_HANDLED = 1, CV_HOOK_DENIED = 2 };
+
+/* A string of the call, as the supervisor read it from the guest. */
+struct cv_hook_str {
+    uint8_t what;          /* enum cv_hook_str_kind */
+    uint8_t arg;           /* the argument it was read from */
+    uint16_t reserved;
+    uint32_t len;          /* bytes that follow (no NUL) */
+};
+
+enum cv_hook_str_kind { CV_HOOK_PATH = 1, CV_HOOK_ARGV = 2, CV_HOOK_SOCKADDR = 3 };
+
+/* The embedder's answer. */
+struct cv_hook_reply {
+    uint64_t seq;
+    int32_t action;        /* CV_HOOK_ALLOW or CV_HOOK_DENY */
+    int32_t err;           /* CV_HOOK_DENY: the errno (EPERM when 0) */
+};
+
+enum { CV_HOOK_ALLOW = 0, CV_HOOK_DENY = 1 };
+
+#endif

@@ -1,0 +1,204 @@
+// The per-syscall hook (onSyscall, issue 14) with real guests: the handler sees each hooked call
+// decoded (paths, open flags, an exec's argv, a socket address, what cvisor would do), `deny`
+// fails exactly that call with its errno, `allow` changes nothing, a hook can never make the
+// sandbox weaker (hidden paths stay hidden, a denied network stays denied), a handler that
+// throws fails its call closed and is reported, a slow (async) handler holds the call until it
+// answers, and a run without a hook is not notified of anything more.
+import assert from "node:assert/strict";
+import { once } from "node:events";
+import net from "node:net";
+import {
+  allow,
+  deny,
+  Sandbox,
+  UsageError,
+  type SyscallCall,
+  type SyscallHook,
+} from "../../src/index.js";
+import { gtest } from "../helpers/guard.js";
+import { HELLO_TEXT, NESTED_TEXT } from "../helpers/fixture.js";
+
+/** A hook that records every call and answers with decide (allow by default). */
+function recorder(
+  syscalls: string[],
+  decide: (c: SyscallCall) => ReturnType<SyscallHook["handler"]> = () => allow,
+): { hook: SyscallHook; calls: SyscallCall[] } {
+  const calls: SyscallCall[] = [];
+  return {
+    calls,
+    hook: {
+      syscalls,
+      handler: (c) => {
+        calls.push(c);
+        return decide(c);
+      },
+    },
+  };
+}
+
+gtest(
+  "onSyscall: deny of one path's openat fails that cat with the errno, nothing else",
+  async (fx) => {
+    const target = fx.p("hello.txt");
+    const { hook, calls } = recorder(["openat"], (c) =>
+      c.paths[0] === target ? deny("EACCES") : allow,
+    );
+    const sb = new Sandbox({ onSyscall: hook });
+    const script = 'cat "$0"; echo "rc=$?"; cat "$1"';
+    const r = await sb.run(["sh", "-c", script, target, fx.p("sub", "nested.txt")]);
+    assert.equal(r.stdout, `rc=1\n${NESTED_TEXT}`);
+    assert.match(r.stderr, /^cat: .*hello\.txt: Permission denied\n$/);
+    assert.deepEqual(r.hookErrors, []);
+    const mine = calls.find((c) => c.paths[0] === target);
+    assert.ok(mine, "the handler saw the openat of the file");
+    assert.equal(mine.name, "openat");
+    assert.equal(mine.nr, 257);
+    assert.deepEqual(mine.flags, ["O_RDONLY"]);
+    assert.equal(mine.cvisor, "handled");
+    assert.ok(mine.pid > 0 && mine.tid > 0);
+
+    // The same line without the hook: the file reads, so the hook made the only difference.
+    const plain = await new Sandbox().run(["sh", "-c", script, target, fx.p("sub", "nested.txt")]);
+    assert.equal(plain.stdout, `${HELLO_TEXT}rc=0\n${NESTED_TEXT}`);
+    assert.equal(plain.hookErrors, undefined);
+  },
+);
+
+gtest("onSyscall: an exec's argv and a connect's address, decoded; deny a connect", async () => {
+  const server = net.createServer((s) => s.end("hello\n"));
+  server.listen(0, "127.0.0.1");
+  await once(server, "listening");
+  const port = (server.address() as net.AddressInfo).port;
+  try {
+    // The second connect is refused by the hook, as if nothing listened.
+    const { hook, calls } = recorder(["execve", "connect"], (c) =>
+      c.name === "connect" && calls.filter((x) => x.name === "connect").length === 2
+        ? deny("ECONNREFUSED")
+        : allow,
+    );
+    const py = `import socket
+for i in range(2):
+    s = socket.socket()
+    try:
+        s.connect(("127.0.0.1", ${port})); print("connected", s.recv(10).decode().strip())
+    except OSError as e:
+        print("refused", e.errno)`;
+    const r = await new Sandbox({ onSyscall: hook }).run(["python3", "-c", py]);
+    assert.equal(r.exitCode, 0, r.stderr);
+    assert.equal(r.stdout, "connected hello\nrefused 111\n");
+    const exec = calls.find((c) => c.name === "execve");
+    assert.deepEqual(exec?.argv, ["python3", "-c", py]);
+    assert.match(exec?.paths[0] ?? "", /python3/);
+    const connects = calls.filter((c) => c.name === "connect");
+    assert.equal(connects.length, 2);
+    assert.deepEqual(connects[0]?.address, { family: "inet", address: "127.0.0.1", port });
+  } finally {
+    server.close();
+  }
+});
+
+gtest("onSyscall: a hook cannot make the sandbox weaker", async (fx) => {
+  // Allowing everything keeps a hidden path hidden and a denied network denied.
+  const { hook, calls } = recorder(["openat", "socket"]);
+  const sb = new Sandbox({ onSyscall: hook, hide: [fx.p("hello.txt")], network: false });
+  const r = await sb.run([
+    "sh",
+    "-c",
+    'cat "$0" 2>/dev/null || echo hidden; python3 -c "import socket; socket.socket()" 2>&1 | tail -1',
+    fx.p("hello.txt"),
+  ]);
+  assert.equal(r.stdout.split("\n")[0], "hidden");
+  assert.match(r.stdout, /PermissionError|Permission denied/);
+  // The socket row is native for AF_UNIX and denied (EACCES) for AF_INET without a network.
+  const inet = calls.find((c) => c.name === "socket" && c.args[0] === 2n);
+  assert.equal(inet?.cvisor, "denied");
+  assert.equal(inet?.deniedErrno, "EACCES");
+});
+
+gtest("onSyscall: a natively allowed syscall is hooked too; deny makes it fail", async () => {
+  const { hook, calls } = recorder(["socket"], (c) => (c.args[0] === 1n ? deny("EMFILE") : allow));
+  const py =
+    "import socket\ntry:\n    socket.socket(socket.AF_UNIX)\nexcept OSError as e:\n    print(e.errno)";
+  const r = await new Sandbox({ onSyscall: hook }).run(["python3", "-c", py]);
+  assert.equal(r.stdout, "24\n", r.stderr);
+  const unix = calls.find((c) => c.name === "socket" && c.args[0] === 1n);
+  assert.equal(unix?.cvisor, "native");
+});
+
+gtest(
+  "onSyscall: a throwing handler fails the call closed and is reported; async handlers wait",
+  async (fx) => {
+    let n = 0;
+    const r = await new Sandbox().run(["cat", fx.p("hello.txt")], {
+      onSyscall: {
+        syscalls: ["openat"],
+        handler: async (c) => {
+          await new Promise((resolve) => setTimeout(resolve, 20)); // slow, but answered
+          if (c.paths[0] === fx.p("hello.txt")) throw new Error(`no ${++n}`);
+          return allow;
+        },
+      },
+    });
+    assert.equal(r.exitCode, 1);
+    assert.match(r.stderr, /Operation not permitted/);
+    assert.deepEqual(r.hookErrors, [{ syscall: "openat", message: "no 1" }]);
+
+    const bad = await new Sandbox().run(["cat", fx.p("hello.txt")], {
+      onSyscall: {
+        syscalls: ["openat"],
+        handler: (c) => (c.paths[0] === fx.p("hello.txt") ? deny("ENOTANERRNO") : allow),
+      },
+    });
+    assert.equal(bad.exitCode, 1);
+    assert.match(bad.hookErrors?.[0]?.message ?? "", /not an errno/);
+  },
+);
+
+gtest("onSyscall: per run, or none; unknown names are refused", async (fx) => {
+  const { hook, calls } = recorder(["openat"]);
+  const sb = new Sandbox({ onSyscall: hook });
+  const off = await sb.run(["cat", fx.p("hello.txt")], { onSyscall: null });
+  assert.equal(off.stdout, HELLO_TEXT);
+  assert.equal(calls.length, 0, "onSyscall: null turns the Sandbox's hook off for the run");
+  const on = await sb.run(["cat", fx.p("hello.txt")]);
+  assert.equal(on.stdout, HELLO_TEXT);
+  assert.ok(calls.length > 0);
+  await assert.rejects(
+    new Sandbox().run(["true"], { onSyscall: { syscalls: ["nosuchcall"], handler: () => allow } }),
+    UsageError,
+  );
+  await assert.rejects(
+    new Sandbox().run(["true"], { onSyscall: { syscalls: [], handler: () => allow } }),
+    UsageError,
+  );
+});
+
+gtest("onSyscall: a run without a hook is notified of nothing more", async (fx) => {
+  const plain = await new Sandbox().run(["cat", fx.p("hello.txt")]);
+  const { hook } = recorder(["getpid"]);
+  const hooked = await new Sandbox({ onSyscall: hook }).run(["cat", fx.p("hello.txt")]);
+  assert.equal(plain.stats.notifications.getpid ?? 0, 0);
+  assert.equal(hooked.stdout, plain.stdout);
+});
+
+gtest(
+  "onSyscall: a handler that never answers holds its call, but not past a kill or the deadline",
+  async (fx) => {
+    const never: SyscallHook = {
+      syscalls: ["openat"],
+      handler: (c) => (c.paths[0] === fx.p("hello.txt") ? new Promise(() => undefined) : allow),
+    };
+    const timed = await new Sandbox({ onSyscall: never }).run(["cat", fx.p("hello.txt")], {
+      timeout: "800ms",
+    });
+    assert.equal(timed.timedOut, true);
+    const controller = new AbortController();
+    const running = new Sandbox({ onSyscall: never }).run(["cat", fx.p("hello.txt")], {
+      signal: controller.signal,
+    });
+    setTimeout(() => controller.abort(), 300);
+    const killed = await running;
+    assert.notEqual(killed.exitCode, 0);
+    assert.equal(killed.stdout, "");
+  },
+);
