@@ -105,6 +105,9 @@ CV_API int cv_run_set_timeout_ms(cv_run *r, uint32_t ms);       /* 0: none */
  * which can only deny it (src/supervisor/hook.h has the messages). The run owns sock_fd (it is
  * closed here when this fails). */
 CV_API int cv_run_set_hook(cv_run *r, const int32_t *nrs, size_t n, int sock_fd);
+/* Trace the syscalls nrs: one line per call on fd (`PID NAME(ARGS) = RESULT`; the run writes
+ * to its own dup of fd). */
+CV_API int cv_run_set_trace(cv_run *r, const int32_t *nrs, size_t n, int fd);
 CV_API int cv_run_set_hostname(cv_run *r, const char *name);    /* the guest's nodename (default "cvisor"); copied */
 /* The sandbox's copy-on-write layer: upper_dir is the writable tree the guest's changes land
  * in (docs/ARCHITECTURE.md, "The overlay"), work_dir a private directory on the same

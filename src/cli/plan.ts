@@ -28,6 +28,10 @@ export interface RunPlan {
   allowUnix: string[];
   /** --sandbox: the named sandbox (validated); without it the run is ephemeral. */
   sandbox?: string;
+  /** --trace: syscall names (checked when the run is built). */
+  trace: string[];
+  /** --trace-file: where the trace goes instead of stderr. */
+  traceFile?: string;
 }
 
 /** Any command but the run (its action in src/cli/commands/ carries it out, loaded only then). */
@@ -101,6 +105,8 @@ export interface RootOptions {
   expose?: string[];
   allowUnix?: string[];
   sandbox?: string;
+  trace?: string[];
+  traceFile?: string;
 }
 
 /** The run plan for parsed options and the command after `--` (an error plan if invalid). */
@@ -153,7 +159,12 @@ export function buildRunPlan(
     hide: [...(opts.hide ?? [])],
     expose: [...(opts.expose ?? [])],
     allowUnix: [...(opts.allowUnix ?? [])],
+    trace: (opts.trace ?? []).flatMap((t) => t.split(",")).filter((t) => t !== ""),
   };
+  if (opts.traceFile !== undefined) {
+    if (plan.trace.length === 0) return usageError("--trace-file goes with --trace SYSCALLS");
+    plan.traceFile = opts.traceFile;
+  }
   if (opts.timeout !== undefined) {
     // As the message will say it: a bare number is milliseconds, so it gets its unit.
     const text = opts.timeout.trim();

@@ -37,6 +37,8 @@ export interface RunSpec {
   lowers?: readonly string[] | undefined;
   /** An embedder's hook: these syscalls are described on fd (the run owns it) first. */
   hook?: { syscalls: readonly number[]; fd: number } | undefined;
+  /** Trace these syscalls: one line per call on fd (the run writes to its own dup). */
+  trace?: { syscalls: readonly number[]; fd: number } | undefined;
 }
 
 /** cv_run_result, decoded. */
@@ -100,6 +102,7 @@ interface Binding {
   denialsJson: Fn<[Ptr, Buffer, number], number>;
   allowUnix: Fn<[Ptr, string], number>;
   setHook: Fn<[Ptr, Int32Array, number, number], number>;
+  setTrace: Fn<[Ptr, Int32Array, number, number], number>;
   free: Fn<[Ptr], void>;
   waitForwarding: Fn<[Ptr, number], number>;
   pipe: Fn<[Int32Array], number>;
@@ -320,6 +323,7 @@ const PROTOTYPES: Record<keyof Binding, string> = {
   denialsJson: "int cv_run_denials_json(cv_run *r, char *buf, size_t len)",
   allowUnix: "int cv_run_allow_unix(cv_run *r, const char *path)",
   setHook: "int cv_run_set_hook(cv_run *r, const int32_t *nrs, size_t n, int fd)",
+  setTrace: "int cv_run_set_trace(cv_run *r, const int32_t *nrs, size_t n, int fd)",
   free: "void cv_run_free(cv_run *r)",
   waitForwarding: "int cv_run_wait_forwarding(cv_run *r, int interactive)",
   pipe: "int cv_pipe(_Out_ int *fds)",
@@ -479,6 +483,10 @@ export function createRun(spec: RunSpec): NativeRun {
       );
     }
     for (const dir of spec.lowers ?? []) check(b.addLower(ptr, dir), `snapshot layer ${dir}`);
+    if (spec.trace !== undefined) {
+      const nrs = Int32Array.from(spec.trace.syscalls);
+      check(b.setTrace(ptr, nrs, nrs.length, spec.trace.fd), "--trace");
+    }
   } catch (err) {
     free(run);
     throw err;

@@ -1,5 +1,6 @@
-/* An embedder's per-syscall hook (cv_run_set_hook). The init compiles the run's filter with the
- * hooked syscalls notified whatever their rows say; here each one is first described to the
+/* An embedder's per-syscall hook (cv_run_set_hook), and the trace (cv_run_set_trace, the CLI's
+ * --trace) built on the same description. The init compiles the run's filter with the
+ * hooked and traced syscalls notified whatever their rows say; here each one is first described to the
  * embedder (number, thread, registers, and the strings its arguments point to, read once from
  * the guest) and its answer awaited, then the row is applied as the filter would have applied it
  * (cv_policy_eval without hooks, on the same registers): a native call is continued, a handled
@@ -25,32 +26,30 @@
 #include "hook.h"
 #include "run.h"
 
-/* Which arguments of a syscall point to what: paths (a bit per argument), an argv array, a
- * socket address with its length. */
-struct strings { int nr; uint8_t paths; int8_t argv, addr, addrlen; };
+typedef struct cv_hook_strings strings_t;
 
 #define P(i) (uint8_t)(1u << (i))
-static const struct strings string_args[] = {
-    {SYS_open, P(0), -1, -1, -1},          {SYS_openat, P(1), -1, -1, -1},
-    {SYS_openat2, P(1), -1, -1, -1},       {SYS_creat, P(0), -1, -1, -1},
-    {SYS_stat, P(0), -1, -1, -1},          {SYS_lstat, P(0), -1, -1, -1},
-    {SYS_newfstatat, P(1), -1, -1, -1},    {SYS_statx, P(1), -1, -1, -1},
-    {SYS_access, P(0), -1, -1, -1},        {SYS_faccessat, P(1), -1, -1, -1},
-    {SYS_faccessat2, P(1), -1, -1, -1},    {SYS_readlink, P(0), -1, -1, -1},
-    {SYS_readlinkat, P(1), -1, -1, -1},    {SYS_unlink, P(0), -1, -1, -1},
-    {SYS_unlinkat, P(1), -1, -1, -1},      {SYS_mkdir, P(0), -1, -1, -1},
-    {SYS_mkdirat, P(1), -1, -1, -1},       {SYS_rmdir, P(0), -1, -1, -1},
-    {SYS_rename, P(0) | P(1), -1, -1, -1}, {SYS_renameat, P(1) | P(3), -1, -1, -1},
-    {SYS_renameat2, P(1) | P(3), -1, -1, -1}, {SYS_link, P(0) | P(1), -1, -1, -1},
-    {SYS_linkat, P(1) | P(3), -1, -1, -1}, {SYS_symlink, P(0) | P(1), -1, -1, -1},
-    {SYS_symlinkat, P(0) | P(2), -1, -1, -1}, {SYS_chmod, P(0), -1, -1, -1},
-    {SYS_fchmodat, P(1), -1, -1, -1},      {SYS_chown, P(0), -1, -1, -1},
-    {SYS_lchown, P(0), -1, -1, -1},        {SYS_fchownat, P(1), -1, -1, -1},
-    {SYS_truncate, P(0), -1, -1, -1},      {SYS_chdir, P(0), -1, -1, -1},
-    {SYS_utimensat, P(1), -1, -1, -1},     {SYS_mknod, P(0), -1, -1, -1},
-    {SYS_mknodat, P(1), -1, -1, -1},       {SYS_execve, P(0), 1, -1, -1},
-    {SYS_execveat, P(1), 2, -1, -1},       {SYS_connect, 0, -1, 1, 2},
-    {SYS_bind, 0, -1, 1, 2},               {SYS_sendto, 0, -1, 4, 5},
+static const strings_t string_args[] = {
+    {SYS_open, P(0), -1, -1, -1, 3},          {SYS_openat, P(1), -1, -1, -1, 4},
+    {SYS_openat2, P(1), -1, -1, -1, 4},       {SYS_creat, P(0), -1, -1, -1, 2},
+    {SYS_stat, P(0), -1, -1, -1, 2},          {SYS_lstat, P(0), -1, -1, -1, 2},
+    {SYS_newfstatat, P(1), -1, -1, -1, 4},    {SYS_statx, P(1), -1, -1, -1, 5},
+    {SYS_access, P(0), -1, -1, -1, 2},        {SYS_faccessat, P(1), -1, -1, -1, 3},
+    {SYS_faccessat2, P(1), -1, -1, -1, 4},    {SYS_readlink, P(0), -1, -1, -1, 3},
+    {SYS_readlinkat, P(1), -1, -1, -1, 4},    {SYS_unlink, P(0), -1, -1, -1, 1},
+    {SYS_unlinkat, P(1), -1, -1, -1, 3},      {SYS_mkdir, P(0), -1, -1, -1, 2},
+    {SYS_mkdirat, P(1), -1, -1, -1, 3},       {SYS_rmdir, P(0), -1, -1, -1, 1},
+    {SYS_rename, P(0) | P(1), -1, -1, -1, 2}, {SYS_renameat, P(1) | P(3), -1, -1, -1, 4},
+    {SYS_renameat2, P(1) | P(3), -1, -1, -1, 5}, {SYS_link, P(0) | P(1), -1, -1, -1, 2},
+    {SYS_linkat, P(1) | P(3), -1, -1, -1, 5}, {SYS_symlink, P(0) | P(1), -1, -1, -1, 2},
+    {SYS_symlinkat, P(0) | P(2), -1, -1, -1, 3}, {SYS_chmod, P(0), -1, -1, -1, 2},
+    {SYS_fchmodat, P(1), -1, -1, -1, 3},      {SYS_chown, P(0), -1, -1, -1, 3},
+    {SYS_lchown, P(0), -1, -1, -1, 3},        {SYS_fchownat, P(1), -1, -1, -1, 5},
+    {SYS_truncate, P(0), -1, -1, -1, 2},      {SYS_chdir, P(0), -1, -1, -1, 1},
+    {SYS_utimensat, P(1), -1, -1, -1, 4},     {SYS_mknod, P(0), -1, -1, -1, 3},
+    {SYS_mknodat, P(1), -1, -1, -1, 4},       {SYS_execve, P(0), 1, -1, -1, 3},
+    {SYS_execveat, P(1), 2, -1, -1, 5},       {SYS_connect, 0, -1, 1, 2, 3},
+    {SYS_bind, 0, -1, 1, 2, 3},               {SYS_sendto, 0, -1, 4, 5, 6},
 };
 #undef P
 
@@ -74,21 +73,24 @@ static void put(struct msg *m, const void *p, size_t n) {
 }
 
 static void put_str(struct msg *m, uint32_t *nstr, int what, int arg, const char *s, size_t n) {
-    size_t at = m->len;
     struct cv_hook_str h = {.what = (uint8_t)what, .arg = (uint8_t)arg, .len = (uint32_t)n};
+    if (m->len + sizeof h + n > MSG_MAX) return; /* a string that does not fit is left out whole */
     put(m, &h, sizeof h);
     put(m, s, n);
-    if (m->full) m->len = at; /* a string that does not fit is left out whole */
-    else (*nstr)++;
+    if (!m->full) (*nstr)++;
+}
+
+const struct cv_hook_strings *cv_hook_strings_of(int nr) {
+    for (size_t i = 0; i < sizeof string_args / sizeof string_args[0]; i++)
+        if (string_args[i].nr == nr) return &string_args[i];
+    return NULL;
 }
 
 /* The strings the call's arguments point to, read once (peeks, then one validity check). */
 static int describe_strings(struct cv_notif *n, struct msg *m, uint32_t *nstr) {
     uint64_t a[6];
     memcpy(a, n->req->data.args, sizeof a);
-    const struct strings *s = NULL;
-    for (size_t i = 0; i < sizeof string_args / sizeof string_args[0]; i++)
-        if (string_args[i].nr == n->req->data.nr) s = &string_args[i];
+    const struct cv_hook_strings *s = cv_hook_strings_of(n->req->data.nr);
     if (!s) return 0;
     char buf[PATH_MAX];
     for (int i = 0; i < 6; i++) {
@@ -143,9 +145,22 @@ static int await_answer(struct cv_run *r, uint64_t seq) {
     }
 }
 
+static int has(const uint64_t *bits, int nr) {
+    return nr >= 0 && nr < CV_MAX_NR && ((bits[nr / 64] >> (nr % 64)) & 1);
+}
+
 int cv_hook_wants(const struct cv_run *r, int nr) {
-    return r->hook_fd >= 0 && nr >= 0 && nr < CV_FILTER_NR_MAX &&
-           ((r->hooked[nr / 64] >> (nr % 64)) & 1);
+    return (r->hook_fd >= 0 && has(r->hooked, nr)) || (r->trace_fd >= 0 && has(r->traced, nr));
+}
+
+/* The embedder's answer to the call described in m: CV_HOOK_ALLOW, or -errno. */
+static int ask(struct cv_run *r, struct msg *m, uint64_t seq) {
+    if (r->hook_dead || !m->buf || m->full) return -EPERM;
+    if (cv_write_full(r->hook_fd, m->buf, m->len) != (ssize_t)m->len) {
+        r->hook_dead = 1;
+        return -EPERM;
+    }
+    return await_answer(r, seq);
 }
 
 struct cv_reply cv_hook_answer(struct cv_notif *n) {
@@ -159,10 +174,7 @@ struct cv_reply cv_hook_answer(struct cv_notif *n) {
     uint32_t policy = cv_policy_eval(&o, d->arch, d->nr, args);
     uint32_t action = policy & SECCOMP_RET_ACTION_FULL;
     const char *name = cv_syscall_name(d->nr);
-    if (r->hook_dead) {
-        cv_run_deny(r, d->nr, name ? name : "", "the onSyscall hook is gone: the call fails closed");
-        return cv_err(EPERM);
-    }
+    int hooked = r->hook_fd >= 0 && has(r->hooked, d->nr);
     struct msg m = {0};
     struct cv_hook_req h = {
         .nr = (uint32_t)d->nr,
@@ -180,22 +192,30 @@ struct cv_reply cv_hook_answer(struct cv_notif *n) {
         free(m.buf);
         return cv_err(ESRCH); /* the caller is gone: nobody reads the answer */
     }
-    int answer = -EPERM;
-    if (m.buf && !m.full) {
+    if (m.buf) {
         struct cv_hook_req *hp = (struct cv_hook_req *)(void *)m.buf;
         hp->len = (uint32_t)m.len;
         hp->nstr = nstr;
-        if (cv_write_full(r->hook_fd, m.buf, m.len) == (ssize_t)m.len) answer = await_answer(r, h.seq);
-        else r->hook_dead = 1;
     }
-    free(m.buf);
-    if (r->hook_dead) {
+    struct cv_reply rep;
+    int answer = hooked ? ask(r, &m, h.seq) : CV_HOOK_ALLOW;
+    if (hooked && r->hook_dead) {
         cv_run_deny(r, d->nr, name ? name : "", "the onSyscall hook is gone: the call fails closed");
-        return cv_err(EPERM);
+        rep = cv_err(EPERM);
+    } else if (answer < 0) {
+        rep = cv_err(-answer);
+    } else if (action == SECCOMP_RET_ALLOW) {
+        rep = cv_continue(); /* the filter's own ALLOW */
+    } else if (action == SECCOMP_RET_USER_NOTIF) {
+        rep = cv_dispatch(n);
+    } else if (action == SECCOMP_RET_ERRNO) {
+        rep = cv_err((int)(policy & SECCOMP_RET_DATA));
+    } else {
+        rep = cv_err(ENOSYS);
     }
-    if (answer < 0) return cv_err(-answer);
-    if (action == SECCOMP_RET_ALLOW) return cv_continue(); /* the filter's own ALLOW */
-    if (action == SECCOMP_RET_USER_NOTIF) return cv_dispatch(n);
-    if (action == SECCOMP_RET_ERRNO) return cv_err((int)(policy & SECCOMP_RET_DATA));
-    return cv_err(ENOSYS);
+    if (r->trace_fd >= 0 && has(r->traced, d->nr) && m.buf)
+        cv_trace_line(r, (const struct cv_hook_req *)(void *)m.buf, m.buf + sizeof h,
+                      m.len - sizeof h, rep.kind, rep.err, rep.val);
+    free(m.buf);
+    return rep;
 }

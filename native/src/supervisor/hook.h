@@ -38,4 +38,17 @@ struct cv_hook_reply {
 
 enum { CV_HOOK_ALLOW = 0, CV_HOOK_DENY = 1 };
 
+/* Which arguments of a syscall point to what: paths (a bit per argument), an argv array, a
+ * socket address with its length; and how many arguments it takes (for the trace). */
+struct cv_hook_strings { int nr; uint8_t paths; int8_t argv, addr, addrlen; uint8_t arity; };
+
+/* The row of syscall nr, or NULL when none of its arguments is described. */
+const struct cv_hook_strings *cv_hook_strings_of(int nr);
+
+struct cv_run;
+/* One trace line for a described call (req, then its strings) and the reply it got
+ * (enum cv_reply_kind, errno, value), written whole to the run's trace fd. */
+void cv_trace_line(struct cv_run *r, const struct cv_hook_req *req, const char *strs,
+                   size_t strs_len, int kind, int err, int64_t val);
+
 #endif

@@ -56,7 +56,7 @@ CV_API cv_run *cv_run_new(const char *helper_path) {
     r->ctl_efd = r->done_w = r->init_pidfd = r->status_r = r->go_w = r->listener = -1;
     r->fin_efd = r->ending_efd = -1;
     r->upper_fd = r->work_fd = -1;
-    r->hook_fd = -1;
+    r->hook_fd = r->trace_fd = -1;
     pthread_mutex_init(&r->fifo_lock, NULL);
     pthread_mutex_init(&r->deny_lock, NULL);
     pthread_mutex_init(&r->state_lock, NULL);
@@ -156,27 +156,38 @@ CV_API int cv_run_set_allow_listen(cv_run *r, int allow) {
     return 0;
 }
 
+/* Syscall numbers into bits: 0, or CV_ERR_INVALID for one the table does not know. */
+static int syscall_bits(const int32_t *nrs, size_t n, uint64_t *bits) {
+    if (!nrs || n == 0) return CV_ERR_INVALID;
+    for (size_t i = 0; i < n; i++)
+        if (nrs[i] < 0 || nrs[i] >= CV_MAX_NR || !cv_syscall_name(nrs[i])) return CV_ERR_INVALID;
+    for (size_t i = 0; i < n; i++) bits[nrs[i] / 64] |= 1ull << (nrs[i] % 64);
+    return 0;
+}
+
 CV_API int cv_run_set_hook(cv_run *r, const int32_t *nrs, size_t n, int sock_fd) {
     int e = !r ? CV_ERR_INVALID : atomic_load(&r->started) ? CV_ERR_STATE : 0;
-    if (!e && (!nrs || n == 0 || sock_fd < 0 || r->hook_fd >= 0)) e = CV_ERR_INVALID;
-    char *list = e ? NULL : calloc(n, 12);
-    if (!e && !list) e = CV_ERR_NOMEM;
-    for (size_t i = 0; !e && i < n; i++)
-        if (nrs[i] < 0 || nrs[i] >= CV_MAX_NR || !cv_syscall_name(nrs[i])) e = CV_ERR_INVALID;
+    if (!e && (sock_fd < 0 || r->hook_fd >= 0)) e = CV_ERR_INVALID;
+    if (!e) e = syscall_bits(nrs, n, r->hooked);
     if (e) {
-        free(list);
         if (sock_fd >= 0) close(sock_fd); /* the run owns it, even now */
         return e;
     }
-    size_t at = 0;
-    for (size_t i = 0; i < n; i++) {
-        int nr = nrs[i];
-        if ((r->hooked[nr / 64] >> (nr % 64)) & 1) continue;
-        r->hooked[nr / 64] |= 1ull << (nr % 64);
-        at += (size_t)snprintf(list + at, 12, "%s%d", at ? "," : "", nr);
-    }
-    r->hook_list = list;
     r->hook_fd = sock_fd;
+    r->signals_scoped = cv_landlock_abi() >= 6;
+    return 0;
+}
+
+CV_API int cv_run_set_trace(cv_run *r, const int32_t *nrs, size_t n, int fd) {
+    NOT_STARTED(r);
+    if (fd < 0 || r->trace_fd >= 0) return CV_ERR_INVALID;
+    uint64_t bits[CV_MAX_NR / 64] = {0};
+    int e = syscall_bits(nrs, n, bits);
+    if (e) return e;
+    int own = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+    if (own < 0) return -errno;
+    memcpy(r->traced, bits, sizeof bits);
+    r->trace_fd = own;
     r->signals_scoped = cv_landlock_abi() >= 6;
     return 0;
 }
@@ -439,8 +450,8 @@ static void run_destroy(struct cv_run *r) {
     for (size_t i = 0; i < r->nhide; i++) free(r->hide[i]);
     for (size_t i = 0; i < r->nallow_unix; i++) free(r->allow_unix[i]);
     free(r->allow_unix);
-    free(r->hook_list);
     if (r->hook_fd >= 0) close(r->hook_fd);
+    if (r->trace_fd >= 0) close(r->trace_fd);
     for (size_t i = 0; i < r->nabstract; i++) free(r->abstract[i]);
     free(r->abstract);
     cv_unames_free(r);

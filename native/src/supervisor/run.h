@@ -101,7 +101,8 @@ struct cv_run {
     uint32_t timeout_ms;
     int hook_fd;              /* the embedder's hook socket (supervisor/hook.c), or -1 */
     uint64_t hooked[CV_MAX_NR / 64]; /* the syscalls it watches */
-    char *hook_list;          /* the same, as the helper's --hook argument */
+    int trace_fd;             /* where trace lines go (supervisor/trace.c), or -1 */
+    uint64_t traced[CV_MAX_NR / 64]; /* the syscalls traced */
     uint64_t hook_seq;        /* the last call described */
     int hook_dead;            /* it stopped answering: hooked calls fail closed */
     int signals_scoped;       /* Landlock scopes signals here (the filter's kill family) */

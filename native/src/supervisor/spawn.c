@@ -104,7 +104,13 @@ static int do_spawn(struct cv_run *r, char *msg, size_t msglen) {
     av[n++] = ppid;
     if (r->cwd) { av[n++] = "--cwd"; av[n++] = r->cwd; }
     if (r->network == CV_NET_DENY) av[n++] = "--no-network";
-    if (r->hook_list) { av[n++] = "--hook"; av[n++] = r->hook_list; }
+    /* The syscalls the embedder hooks or traces: notified whatever their rows say. */
+    char hooks[CV_MAX_NR * 4];
+    size_t hl = 0;
+    for (int nr = 0; nr < CV_MAX_NR; nr++)
+        if (((r->hooked[nr / 64] | r->traced[nr / 64]) >> (nr % 64)) & 1)
+            hl += (size_t)snprintf(hooks + hl, sizeof hooks - hl, "%s%d", hl ? "," : "", nr);
+    if (hl) { av[n++] = "--hook"; av[n++] = hooks; }
     /* No snapshot layer and nothing in an upper yet: the guest sees the host (minus hidden
      * paths), so the helper may look the command up before its filter (helper/init.c). */
     if (r->nlower == 0 && !r->upper) av[n++] = "--host-view";

@@ -6,7 +6,7 @@
 // and SIGINT/SIGQUIT off a terminal, into a kill of the tree) rather than watching the done fd
 // with the library's net.Socket, and asks cv_isatty rather than node:tty: this path loads
 // neither node:net nor node:tty and starts no threadpool.
-import { statSync } from "node:fs";
+import { closeSync, openSync, statSync } from "node:fs";
 import { constants as osConstants } from "node:os";
 import * as native from "../../core/native.js";
 import { finishRun, runSpec } from "../../sandbox/native-run.js";
@@ -60,6 +60,12 @@ export const RUN_OPTIONS: readonly RunOption[] = [
     flags: "--sandbox <name>",
     help: "run in the named sandbox NAME, created on first use: its changes are kept for the next run (letters, digits, - _ .); without it the sandbox is thrown away at the end",
   },
+  {
+    flags: "--trace <syscalls>",
+    help: "print each call of SYSCALLS (comma-separated, e.g. openat,execve,connect) on stderr as PID NAME(ARGS) = RESULT; repeatable",
+    repeat: true,
+  },
+  { flags: "--trace-file <file>", help: "write the --trace lines to FILE instead" },
   { flags: "--json", help: "print a JSON run report on stderr at the end" },
 ];
 
@@ -130,8 +136,10 @@ export function define(program: Command): void {
 export async function action(plan: RunPlan): Promise<number> {
   // A named sandbox may hold directories the host lacks: the core enters it in the sandbox's view.
   if (plan.workdir !== undefined && plan.sandbox === undefined) checkWorkdir(plan.workdir);
+  const trace = traceSyscalls(plan.trace);
   const layer = openLayer(plan.sandbox);
   let run: native.NativeRun | undefined;
+  let traceFd: number | undefined;
   try {
     const spec = runSpec(
       plan.argv,
@@ -149,7 +157,18 @@ export async function action(plan: RunPlan): Promise<number> {
       },
       layer,
     );
-    run = native.createRun({ ...spec, stdio: [0, 1, 2] });
+    if (trace !== undefined && plan.traceFile !== undefined) {
+      try {
+        traceFd = openSync(plan.traceFile, "w", 0o644);
+      } catch (err) {
+        throw new NotFoundError(`--trace-file ${plan.traceFile}: ${(err as Error).message}`);
+      }
+    }
+    run = native.createRun({
+      ...spec,
+      stdio: [0, 1, 2],
+      ...(trace !== undefined ? { trace: { syscalls: trace, fd: traceFd ?? 2 } } : {}),
+    });
     const { doneFd } = native.start(run);
     native.close(doneFd); // the forwarding wait tells the end: nothing watches this fd
     // On a terminal, SIGINT and SIGQUIT are the guest's (the terminal sends them to it too).
@@ -169,10 +188,21 @@ export async function action(plan: RunPlan): Promise<number> {
     return result.exitCode;
   } finally {
     if (run) native.free(run);
+    if (traceFd !== undefined) closeSync(traceFd);
     // After the free: the guest tree is gone. Then an ephemeral sandbox goes too (a SIGKILLed
     // CLI never gets here: the next run's sweep removes what it left).
     closeLayer(layer);
   }
+}
+
+/** The --trace names as syscall numbers; a name the filter table does not know is refused. */
+function traceSyscalls(names: readonly string[]): number[] | undefined {
+  if (names.length === 0) return undefined;
+  return names.map((name) => {
+    const nr = native.syscallNumber(name);
+    if (nr === undefined) throw new UsageError(`--trace: unknown syscall ${name}`);
+    return nr;
+  });
 }
 
 function checkWorkdir(dir: string): void {
