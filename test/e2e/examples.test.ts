@@ -56,3 +56,57 @@ gtest("examples/ci-cache: a miss builds and saves, then exact and prefix hits", 
   assert.deepEqual(await job(c, "deps-v2"), { hit: "prefix", matched: "deps-v1", saved: true });
   assert.equal(readFileSync(join(c, "deps", "lib.txt"), "utf8"), "built for deps-v2\n");
 });
+
+gtest(
+  "examples/strace: prints the calls of the syscalls named, passes the command through",
+  async (fx) => {
+    const r = await runProcess(
+      process.execPath,
+      [example("strace"), "openat,execve", "--", "cat", fx.p("hello.txt")],
+      { extraEnv: { CVISOR_HOME: join(fx.scratch, "home") }, timeoutMs: 60_000 },
+    );
+    assert.equal(r.code, 0, show(r));
+    assert.equal(r.out, readFileSync(fx.p("hello.txt"), "utf8"));
+    assert.match(r.err, new RegExp(`^\\d+ execve\\("[^"]*cat", \\["cat",`, "m"));
+    assert.match(
+      r.err,
+      new RegExp(
+        `^\\d+ openat\\(${JSON.stringify(fx.p("hello.txt")).replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}, O_RDONLY\\)$`,
+        "m",
+      ),
+    );
+  },
+);
+
+gtest("examples/allowlist: what the policy does not allow is denied and listed", async (fx) => {
+  const policy = join(fx.scratch, "policy.json");
+  writeFileSync(
+    policy,
+    JSON.stringify({
+      syscalls: ["openat", "execve"],
+      paths: ["/usr/", "/lib", "/etc/", fx.p("sub")],
+    }),
+  );
+  const r = await runProcess(
+    process.execPath,
+    [
+      example("allowlist"),
+      policy,
+      "--",
+      "sh",
+      "-c",
+      'cat "$0"; cat "$1"; mkdir "$1.d"',
+      fx.p("sub", "nested.txt"),
+      fx.p("hello.txt"),
+    ],
+    { extraEnv: { CVISOR_HOME: join(fx.scratch, "home") }, timeoutMs: 60_000 },
+  );
+  assert.equal(r.code, 1, show(r));
+  assert.equal(r.out, readFileSync(fx.p("sub", "nested.txt"), "utf8"));
+  assert.match(r.err, /hello\.txt: Permission denied/);
+  assert.match(
+    r.err,
+    new RegExp(`^denied: openat ${fx.p("hello.txt").replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}$`, "m"),
+  );
+  assert.match(r.err, /^denied: mkdir$/m);
+});
