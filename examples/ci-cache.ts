@@ -21,8 +21,12 @@ if (restored.hit !== "exact") {
   const name = `ci-cache-${process.pid}`;
   const sb = new Sandbox({ sandbox: name });
   try {
-    await sb.runCmd(`mkdir -p /deps && echo "built for ${key}" > /deps/lib.txt`, { reject: true });
-    await sb.cp("/deps/.", deps, { direction: "out" });
+    // Any directory the guest may write; in the sandbox only, never on the host.
+    const out = `/tmp/ci-cache-build-${process.pid}`;
+    await sb.runCmd(`mkdir -p ${out} && echo "built for ${key}" > ${out}/lib.txt`, {
+      reject: true,
+    });
+    await sb.cp(`${out}/.`, deps, { direction: "out" });
   } finally {
     await Sandbox.remove(name);
   }
