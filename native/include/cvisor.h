@@ -128,6 +128,9 @@ CV_API int cv_run_start(cv_run *r, int *done_fd);
 /* Ask for the whole tree to be killed (setsid daemons and double forks included).
  * Asynchronous and idempotent. */
 CV_API int cv_run_kill(cv_run *r);
+/* Send sig to the main guest process only (what the command started as), as kill(1) would;
+ * nothing when it has not started or is over. */
+CV_API int cv_run_signal(cv_run *r, int sig);
 /* For a command-line front end whose one job is this run: block the calling thread
  * until the run is over while SIGTERM and SIGHUP (and SIGINT and SIGQUIT unless
  * interactive: on a terminal the guest gets those itself) kill the run's tree.

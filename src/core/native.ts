@@ -97,6 +97,7 @@ interface Binding {
   addLower: Fn<[Ptr, string], number>;
   start: Fn<[Ptr, number[]], number>;
   kill: Fn<[Ptr], number>;
+  signal: Fn<[Ptr, number], number>;
   getResult: Fn<[Ptr, Record<string, unknown>], number>;
   statsJson: Fn<[Ptr, Buffer, number], number>;
   denialsJson: Fn<[Ptr, Buffer, number], number>;
@@ -318,6 +319,7 @@ const PROTOTYPES: Record<keyof Binding, string> = {
   addLower: "int cv_run_add_lower(cv_run *r, const char *layer_dir)",
   start: "int cv_run_start(cv_run *r, _Out_ int *done_fd)",
   kill: "int cv_run_kill(cv_run *r)",
+  signal: "int cv_run_signal(cv_run *r, int sig)",
   getResult: "int cv_run_get_result(cv_run *r, _Out_ cv_run_result *out)",
   statsJson: "int cv_run_stats_json(cv_run *r, char *buf, size_t len)",
   denialsJson: "int cv_run_denials_json(cv_run *r, char *buf, size_t len)",
@@ -520,6 +522,11 @@ export function waitForwarding(run: NativeRun, interactive: boolean): number {
 /** cv_run_kill: asks for the whole tree to be killed; a no-op once the run is freed. */
 export function kill(run: NativeRun): void {
   if (run.alive) check(lib().kill(run.ptr), "cannot kill the sandbox");
+}
+
+/** cv_run_signal: sig to the main guest process only (nothing before it runs or after it ended). */
+export function signal(run: NativeRun, sig: number): void {
+  if (run.alive) check(lib().signal(run.ptr, sig), "cannot signal the guest");
 }
 
 /** cv_run_get_result, decoded; valid once the done fd reached EOF. */

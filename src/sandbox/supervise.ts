@@ -4,6 +4,7 @@
 // free whatever happens.
 import { closeSync } from "node:fs";
 import net from "node:net";
+import { constants as osConstants } from "node:os";
 import { UsageError } from "../core/errors.js";
 import * as native from "../core/native.js";
 import { finishRun } from "./native-run.js";
@@ -88,8 +89,8 @@ export interface Started {
   stdin: net.Socket | undefined;
   stdout: net.Socket | undefined;
   stderr: net.Socket | undefined;
-  /** Kills the whole guest tree (nothing once it is over). */
-  kill(): void;
+  /** Kills the whole guest tree (nothing once it is over); a signal: to the main process only. */
+  kill(signal?: NodeJS.Signals | number): void;
   /** The result, once the tree is over and the run freed; the output streams end on their own. */
   result: Promise<RunResult>;
 }
@@ -111,11 +112,17 @@ export function startRun(
     if (!freed) native.free(run);
     freed = true;
   };
-  const kill = (): void => {
+  const kill = (signal?: NodeJS.Signals | number): void => {
+    const sig = typeof signal === "string" ? osConstants.signals[signal] : signal;
+    if (signal !== undefined && sig === undefined) {
+      throw new UsageError(`kill: unknown signal ${String(signal)}`);
+    }
     try {
-      if (!freed) native.kill(run);
+      if (freed) return;
+      if (sig === undefined || sig === osConstants.signals.SIGKILL) native.kill(run);
+      else native.signal(run, sig);
     } catch {
-      // The run is over or already freed: nothing to kill.
+      // The run is over or already freed: nothing to signal.
     }
   };
   let doneFd: number;
@@ -146,7 +153,7 @@ export function startRun(
   }
   let stopWatching = (): void => undefined;
   if (signal?.aborted) kill();
-  else if (signal) stopWatching = watchAbort(signal, kill);
+  else if (signal) stopWatching = watchAbort(signal, () => kill());
   const result = (async (): Promise<RunResult> => {
     try {
       await done;

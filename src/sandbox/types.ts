@@ -84,8 +84,12 @@ export interface SandboxProcess {
   /** The guest's stdout and stderr (when "pipe"): readable streams, async iterable. */
   stdout: Readable | null;
   stderr: Readable | null;
-  /** Kills the whole guest tree (every process of the sandbox); the result still resolves. */
-  kill(): void;
+  /**
+   * Without a signal (or SIGKILL): kills the whole guest tree, every process of the sandbox.
+   * With another signal ("SIGTERM", "SIGINT", a number): sends it to the main guest process only,
+   * as kill(1) would; the tree ends when the main process does. The result still resolves.
+   */
+  kill(signal?: NodeJS.Signals | number): void;
   /** How the run ended; stdout and stderr are "" in it (they were streamed). */
   result: Promise<RunResult>;
 }

@@ -222,6 +222,24 @@ gtest(
     const killed = await forever.result;
     assert.equal(killed.signal, "SIGKILL");
 
+    // A signal other than SIGKILL goes to the main process only, which may handle it.
+    const trapped = sb.spawn(
+      ["sh", "-c", 'trap "echo got TERM; exit 7" TERM; echo ready; while :; do sleep 0.05; done'],
+      { stdin: "ignore" },
+    );
+    let said = "";
+    await new Promise<void>((resolve) =>
+      trapped.stdout?.on("data", (c: Buffer) => {
+        said += String(c);
+        if (said.includes("ready")) resolve();
+      }),
+    );
+    trapped.kill("SIGTERM");
+    const termed = await trapped.result;
+    assert.equal(termed.exitCode, 7);
+    assert.match(said, /got TERM/);
+    assert.throws(() => trapped.kill("SIGNOPE" as NodeJS.Signals), UsageError);
+
     const failing = sb.spawn(["sh", "-c", "exit 4"], { reject: true, stdout: "ignore" });
     assert.equal(failing.stdout, null);
     await assert.rejects(failing.result, RunFailedError);

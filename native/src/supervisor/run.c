@@ -57,6 +57,7 @@ CV_API cv_run *cv_run_new(const char *helper_path) {
     r->fin_efd = r->ending_efd = -1;
     r->upper_fd = r->work_fd = -1;
     r->hook_fd = r->trace_fd = -1;
+    atomic_init(&r->main_pidfd, -1);
     pthread_mutex_init(&r->fifo_lock, NULL);
     pthread_mutex_init(&r->deny_lock, NULL);
     pthread_mutex_init(&r->state_lock, NULL);
@@ -361,6 +362,15 @@ CV_API int cv_run_kill(cv_run *r) {
     return 0;
 }
 
+CV_API int cv_run_signal(cv_run *r, int sig) {
+    if (!r || sig <= 0 || sig >= 65) return CV_ERR_INVALID;
+    if (!atomic_load(&r->started) || atomic_load(&r->finished)) return 0;
+    int fd = atomic_load(&r->main_pidfd);
+    if (fd < 0) return 0; /* not running yet, or over */
+    if (syscall(SYS_pidfd_send_signal, fd, sig, NULL, 0) < 0 && errno != ESRCH) return -errno;
+    return 0;
+}
+
 void cv_run_mark_finished(struct cv_run *r) {
     atomic_store(&r->finished, 1);
     uint64_t one = 1;
@@ -451,6 +461,7 @@ static void run_destroy(struct cv_run *r) {
     for (size_t i = 0; i < r->nallow_unix; i++) free(r->allow_unix[i]);
     free(r->allow_unix);
     if (r->hook_fd >= 0) close(r->hook_fd);
+    if (atomic_load(&r->main_pidfd) >= 0) close(atomic_load(&r->main_pidfd));
     if (r->trace_fd >= 0) close(r->trace_fd);
     for (size_t i = 0; i < r->nabstract; i++) free(r->abstract[i]);
     free(r->abstract);

@@ -119,6 +119,7 @@ struct cv_run {
     int done_w;               /* closed when the run is over: the caller sees EOF */
     pid_t init_pid;
     int init_pidfd;
+    atomic_int main_pidfd;    /* the main guest process (cv_run_signal), or -1; closed by the free */
     int status_r, go_w;
     int listener;
     int spawned;              /* cv_run_start spawned the helper already */
