@@ -152,7 +152,7 @@ export class Sandbox {
   }
 
   /** Runs a shell command line: `/bin/sh -c command`. */
-  runCmd(command: string, options: RunOptions = {}): Promise<RunResult> {
+  async runCmd(command: string, options: RunOptions = {}): Promise<RunResult> {
     if (typeof command !== "string" || command.trim() === "") {
       throw new UsageError("runCmd takes a shell command line (a non-empty string)");
     }

@@ -142,7 +142,7 @@ gtest(
     const strict = new Sandbox({ reject: true });
     await assert.rejects(strict.run(["false"]), RunFailedError);
     assert.equal((await strict.run(["false"], { reject: false })).exitCode, 1);
-    assert.throws(() => sb.runCmd(""), UsageError);
+    await assert.rejects(sb.runCmd(""), UsageError);
   },
 );
 
