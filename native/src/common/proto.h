@@ -14,7 +14,6 @@ enum cv_rec_type {
     CV_REC_SETUP_FAILED,    /* a = cv_error, b = errno, text = what */
     CV_REC_EXEC_FAILED,     /* a = errno of execvp */
     CV_REC_EXIT,            /* a = wait status of the main guest process, b = others left, rusage */
-    CV_REC_MAIN_PID,        /* a = the main guest process (forked, about to exec) */
 };
 
 struct cv_rec {

@@ -276,8 +276,6 @@ static int init_main(int argc, char **argv) {
     pid_t main_pid = fork();
     if (main_pid < 0) setup_failed(CV_ERR_SPAWN, errno, "fork");
     if (main_pid == 0) run_guest(file, guest_argv, abi);
-    struct cv_rec main_rec = {.type = CV_REC_MAIN_PID, .a = main_pid};
-    send_rec(&main_rec); /* what cv_run_signal signals */
 
     for (;;) {
         int status;

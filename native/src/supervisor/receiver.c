@@ -40,13 +40,8 @@ static void handle_record(struct cv_run *r, struct state *s, const struct cv_rec
     case CV_REC_EXEC_FAILED:
         s->exec_errno = rec->a;
         break;
-    case CV_REC_MAIN_PID:
-        /* Not reaped before the init reports its exit: the pidfd names that process. */
-        if (atomic_load(&r->main_pidfd) < 0 && cv_tree_is_member(r, rec->a))
-            atomic_store(&r->main_pidfd, (int)syscall(__NR_pidfd_open, rec->a, 0));
-        break;
     case CV_REC_EXIT:
-        s->main_exited = 1; /* its pidfd stays open (until the run is freed): signals get ESRCH */
+        s->main_exited = 1;
         s->others_left = rec->b;
         s->have_status = 1;
         s->status = rec->a;

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "common/landlock.h"
+#include "common/sysnr.h"
 #include "common/util.h"
 #include "filter/table.h"
 #include "overlay/lowers.h"
@@ -57,7 +58,6 @@ CV_API cv_run *cv_run_new(const char *helper_path) {
     r->fin_efd = r->ending_efd = -1;
     r->upper_fd = r->work_fd = -1;
     r->hook_fd = r->trace_fd = -1;
-    atomic_init(&r->main_pidfd, -1);
     pthread_mutex_init(&r->fifo_lock, NULL);
     pthread_mutex_init(&r->deny_lock, NULL);
     pthread_mutex_init(&r->state_lock, NULL);
@@ -364,11 +364,18 @@ CV_API int cv_run_kill(cv_run *r) {
 
 CV_API int cv_run_signal(cv_run *r, int sig) {
     if (!r || sig <= 0 || sig >= 65) return CV_ERR_INVALID;
-    if (!atomic_load(&r->started) || atomic_load(&r->finished)) return 0;
-    int fd = atomic_load(&r->main_pidfd);
-    if (fd < 0) return 0; /* not running yet, or over */
-    if (syscall(SYS_pidfd_send_signal, fd, sig, NULL, 0) < 0 && errno != ESRCH) return -errno;
-    return 0;
+    if (!atomic_load(&r->started) || atomic_load(&r->finished) || r->init_pid <= 0) return 0;
+    pid_t pid = cv_tree_main(r);
+    if (pid <= 0) return 0; /* not running yet, or over */
+    /* Signalled through a pidfd taken while the pid is still the sandbox's: a pid reused in
+     * between is never another process of the user's. */
+    int fd = (int)syscall(__NR_pidfd_open, pid, 0);
+    if (fd < 0) return errno == ESRCH ? 0 : -errno;
+    int rc = 0;
+    if (cv_tree_is_member(r, pid) && syscall(SYS_pidfd_send_signal, fd, sig, NULL, 0) < 0 && errno != ESRCH)
+        rc = -errno;
+    close(fd);
+    return rc;
 }
 
 void cv_run_mark_finished(struct cv_run *r) {
@@ -461,7 +468,6 @@ static void run_destroy(struct cv_run *r) {
     for (size_t i = 0; i < r->nallow_unix; i++) free(r->allow_unix[i]);
     free(r->allow_unix);
     if (r->hook_fd >= 0) close(r->hook_fd);
-    if (atomic_load(&r->main_pidfd) >= 0) close(atomic_load(&r->main_pidfd));
     if (r->trace_fd >= 0) close(r->trace_fd);
     for (size_t i = 0; i < r->nabstract; i++) free(r->abstract[i]);
     free(r->abstract);

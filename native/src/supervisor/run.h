@@ -119,7 +119,6 @@ struct cv_run {
     int done_w;               /* closed when the run is over: the caller sees EOF */
     pid_t init_pid;
     int init_pidfd;
-    atomic_int main_pidfd;    /* the main guest process (cv_run_signal), or -1; closed by the free */
     int status_r, go_w;
     int listener;
     int spawned;              /* cv_run_start spawned the helper already */
@@ -197,6 +196,9 @@ void cv_run_denials_free(struct cv_run *r);
 
 /* tree.c: the sandbox's processes are the init's descendants. */
 int cv_tree_is_member(const struct cv_run *r, pid_t pid); /* init excluded */
+/* The main guest process: the init's child started first (orphans the init adopts started
+ * after it), or 0 when there is none. */
+pid_t cv_tree_main(const struct cv_run *r);
 int cv_tree_kill(const struct cv_run *r);                 /* SIGKILL every descendant of init */
 /* Call fn for every member process (tgid) whose process group is pgrp (0: any). */
 int cv_tree_each(const struct cv_run *r, pid_t pgrp, int (*fn)(pid_t pid, void *arg), void *arg);

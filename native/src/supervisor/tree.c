@@ -115,3 +115,28 @@ int cv_tree_each(const struct cv_run *r, pid_t pgrp, int (*fn)(pid_t, void *), v
     free(ps);
     return count;
 }
+
+/* The start time (clock ticks after boot) of pid, or 0. */
+static unsigned long long start_time(pid_t pid) {
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    if (cv_read_small(path, buf, sizeof buf) <= 0) return 0;
+    char *p = strrchr(buf, ')');
+    /* Field 22 (starttime) is the 20th after the ")": skip 19. */
+    for (int field = 0; p && field < 20; field++) p = strchr(p + 1, ' ');
+    return p ? strtoull(p + 1, NULL, 10) : 0;
+}
+
+pid_t cv_tree_main(const struct cv_run *r) {
+    struct pinfo *ps;
+    size_t n = descendants(r, &ps);
+    pid_t best = 0;
+    unsigned long long best_t = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (ps[i].ppid != r->init_pid || ps[i].state == 'Z' || ps[i].state == 'X') continue;
+        unsigned long long t = start_time(ps[i].pid);
+        if (t && (!best || t < best_t)) best = ps[i].pid, best_t = t;
+    }
+    free(ps);
+    return best;
+}
