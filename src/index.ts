@@ -5,7 +5,7 @@ import { setPackageAnchor } from "./core/native.js";
 export { Sandbox } from "./sandbox/sandbox.js";
 export { Cache } from "./sandbox/caches.js";
 export { RunFailedError } from "./sandbox/run-error.js";
-export { allow, deny } from "./sandbox/syscall-hook.js";
+export { allow, deny, result } from "./sandbox/syscall-hook.js";
 export type {
   HookError,
   SocketAddress,

@@ -3,7 +3,7 @@
 // and the strings the arguments point to, read once from the guest) and waits; here the call is
 // decoded, the handler asked, and its answer written back. A hook can only make the sandbox
 // stricter: `allow` lets cvisor's own handling go on (the overlay, the hiding, the network
-// policy), `deny` fails the call with an errno. A handler that throws, or a hook that stops
+// policy), `deny` fails the call with an errno, `result` answers it without making it. A handler that throws, or a hook that stops
 // answering, fails the call closed (EPERM); the error is in the run's result.
 import net from "node:net";
 import { constants as osConstants } from "node:os";
@@ -43,8 +43,14 @@ export interface SyscallCall {
   deniedErrno?: string;
 }
 
-/** What a handler answers: let cvisor go on, or fail the call with an errno. */
-export type SyscallDecision = { action: "allow" } | { action: "deny"; errno: string | number };
+/**
+ * What a handler answers: let cvisor go on, fail the call with an errno, or answer it with a
+ * value instead of making it (a call cvisor itself refuses stays refused).
+ */
+export type SyscallDecision =
+  | { action: "allow" }
+  | { action: "deny"; errno: string | number }
+  | { action: "result"; value: number | bigint };
 
 /** The hook of a Sandbox or of one run. */
 export interface SyscallHook {
@@ -59,6 +65,14 @@ export const allow: SyscallDecision = Object.freeze({ action: "allow" });
 /** Fails the call with errno (a name such as "EACCES", or its number). */
 export function deny(errno: string | number = "EPERM"): SyscallDecision {
   return { action: "deny", errno };
+}
+
+/**
+ * Answers the call with value instead of making it (getuid → 0, a write → its length): what the
+ * guest sees; nothing happens on the host. A call cvisor refuses stays refused.
+ */
+export function result(value: number | bigint): SyscallDecision {
+  return { action: "result", value };
 }
 
 /** A handler that failed: the call it was asked about failed closed (EPERM). */
@@ -197,11 +211,13 @@ export function serveHook(
   const socket = new net.Socket({ fd, readable: true, writable: true });
   let pending: Buffer = Buffer.alloc(0);
   let queue = Promise.resolve();
-  const reply = (seq: bigint, deny: number | undefined): void => {
-    const out = Buffer.alloc(16);
+  /** The answer: allow (nothing), deny with an errno, or a value the call returns. */
+  const reply = (seq: bigint, deny: number | undefined, value?: bigint): void => {
+    const out = Buffer.alloc(24); // struct cv_hook_reply
     out.writeBigUInt64LE(seq, 0);
-    out.writeInt32LE(deny === undefined ? 0 : 1, 8);
+    out.writeInt32LE(value !== undefined ? 2 : deny === undefined ? 0 : 1, 8);
     out.writeInt32LE(deny ?? 0, 12);
+    out.writeBigInt64LE(value ?? 0n, 16);
     if (!socket.destroyed) socket.write(out);
   };
   const answer = async (msg: Buffer): Promise<void> => {
@@ -219,6 +235,22 @@ export function serveHook(
     }
     if (decision?.action === "allow") {
       reply(seq, undefined);
+    } else if (decision?.action === "result") {
+      let value: bigint | undefined;
+      try {
+        value = BigInt(decision.value);
+      } catch {
+        value = undefined;
+      }
+      if (value === undefined || value < -(2n ** 63n) || value >= 2n ** 63n) {
+        errors.push({
+          syscall: call.name,
+          message: `result(${String(decision.value)}): not a 64-bit integer`,
+        });
+        reply(seq, osConstants.errno.EPERM);
+      } else {
+        reply(seq, undefined, value);
+      }
     } else if (decision?.action === "deny") {
       const n = errnoNumber(decision.errno);
       if (n === undefined) {

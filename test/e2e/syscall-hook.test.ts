@@ -10,6 +10,7 @@ import net from "node:net";
 import {
   allow,
   deny,
+  result,
   Sandbox,
   UsageError,
   type SyscallCall,
@@ -200,5 +201,32 @@ gtest(
     const killed = await running;
     assert.notEqual(killed.exitCode, 0);
     assert.equal(killed.stdout, "");
+  },
+);
+
+gtest(
+  "onSyscall: result(value) answers a call without making it; cvisor's refusals stand",
+  async () => {
+    const sb = new Sandbox({
+      network: false,
+      onSyscall: {
+        syscalls: ["getuid", "socket"],
+        handler: (c) => (c.name === "getuid" ? result(4242) : result(3)),
+      },
+    });
+    const py = `import os, socket
+print(os.getuid())
+try:
+    socket.socket(socket.AF_INET)
+except OSError as e:
+    print("socket", e.errno)`;
+    // The interpreter itself: a shell wrapper would believe the uid too.
+    const r = await sb.run(["/usr/bin/python3", "-c", py]);
+    assert.equal(r.exitCode, 0, r.stderr);
+    assert.equal(r.stdout, "4242\nsocket 13\n");
+    const bad = await new Sandbox({
+      onSyscall: { syscalls: ["getuid"], handler: () => result(2n ** 64n) },
+    }).run(["/usr/bin/python3", "-c", "import os; print(os.getuid())"]);
+    assert.match(bad.hookErrors?.[0]?.message ?? "", /not a 64-bit integer/);
   },
 );

@@ -1,11 +1,13 @@
 /* An embedder's per-syscall hook (cv_run_set_hook), and the trace (cv_run_set_trace, the CLI's
- * --trace) built on the same description. The init compiles the run's filter with the
- * hooked and traced syscalls notified whatever their rows say; here each one is first described to the
+ * --trace) built on the same description. The init compiles the run's filter with the hooked
+ * and traced syscalls notified whatever their rows say; here each one is first described to the
  * embedder (number, thread, registers, and the strings its arguments point to, read once from
- * the guest) and its answer awaited, then the row is applied as the filter would have applied it
- * (cv_policy_eval without hooks, on the same registers): a native call is continued, a handled
- * one dispatched, a denied one denied. So a hook can only make the sandbox stricter: what it
- * allows still goes through cvisor's own rules, and what it denies fails with its errno.
+ * the guest) and its answer awaited: allow, deny with an errno, or a value the call returns
+ * without being made. Then the row is applied as the filter would have applied it
+ * (cv_policy_eval without hooks, on the same registers): a row's own denial stands whatever the
+ * hook says; otherwise a deny or a value is the answer, and an allow continues a native call or
+ * dispatches a handled one. So a hook can only make the sandbox stricter: nothing it answers
+ * makes a call that cvisor's own rules would refuse, or skips them.
  *
  * The receiver thread waits for the answer (every guest call of the run waits with it), but not
  * past the run's end: a kill or the deadline gives up the wait. A hook that is gone (its socket
@@ -116,8 +118,9 @@ static int describe_strings(struct cv_notif *n, struct msg *m, uint32_t *nstr) {
     return cv_guest_valid(&n->g) ? 0 : -ESRCH;
 }
 
-/* The hook's answer to message seq: CV_HOOK_ALLOW, -errno to deny, or -EPERM when it is gone. */
-static int await_answer(struct cv_run *r, uint64_t seq) {
+/* The hook's answer to message seq: CV_REPLY_CONTINUE (allow: cvisor goes on), an errno, or a
+ * value the call returns without being made; EPERM when the hook is gone or the run ends. */
+static struct cv_reply await_answer(struct cv_run *r, uint64_t seq) {
     for (;;) {
         int wait_ms = -1;
         if (r->timeout_ms) {
@@ -128,20 +131,21 @@ static int await_answer(struct cv_run *r, uint64_t seq) {
         int pr = poll(pf, 2, wait_ms);
         if (pr < 0 && errno == EINTR) continue;
         /* The run is ending (a kill, the deadline): the receiver's loop takes it from here. */
-        if (pr <= 0 || (pf[1].revents & POLLIN)) return -EPERM;
+        if (pr <= 0 || (pf[1].revents & POLLIN)) return cv_err(EPERM);
         struct cv_hook_reply rep;
         ssize_t got = recv(r->hook_fd, &rep, sizeof rep, MSG_WAITALL);
         if (got != (ssize_t)sizeof rep) {
             r->hook_dead = 1;
-            return -EPERM;
+            return cv_err(EPERM);
         }
         if (rep.seq != seq) continue; /* an answer to a call given up on */
-        if (rep.action == CV_HOOK_ALLOW) return CV_HOOK_ALLOW;
+        if (rep.action == CV_HOOK_ALLOW) return cv_continue();
+        if (rep.action == CV_HOOK_RESULT) return cv_val(rep.value);
         if (rep.action != CV_HOOK_DENY || rep.err < 0 || rep.err >= 4096) {
             r->hook_dead = 1;
-            return -EPERM;
+            return cv_err(EPERM);
         }
-        return -(rep.err ? rep.err : EPERM);
+        return cv_err(rep.err ? rep.err : EPERM);
     }
 }
 
@@ -153,12 +157,12 @@ int cv_hook_wants(const struct cv_run *r, int nr) {
     return (r->hook_fd >= 0 && has(r->hooked, nr)) || (r->trace_fd >= 0 && has(r->traced, nr));
 }
 
-/* The embedder's answer to the call described in m: CV_HOOK_ALLOW, or -errno. */
-static int ask(struct cv_run *r, struct msg *m, uint64_t seq) {
-    if (r->hook_dead || !m->buf || m->full) return -EPERM;
+/* The embedder's answer to the call described in m (await_answer's). */
+static struct cv_reply ask(struct cv_run *r, struct msg *m, uint64_t seq) {
+    if (r->hook_dead || !m->buf || m->full) return cv_err(EPERM);
     if (cv_write_full(r->hook_fd, m->buf, m->len) != (ssize_t)m->len) {
         r->hook_dead = 1;
-        return -EPERM;
+        return cv_err(EPERM);
     }
     return await_answer(r, seq);
 }
@@ -198,18 +202,18 @@ struct cv_reply cv_hook_answer(struct cv_notif *n) {
         hp->nstr = nstr;
     }
     struct cv_reply rep;
-    int answer = hooked ? ask(r, &m, h.seq) : CV_HOOK_ALLOW;
+    struct cv_reply answer = hooked ? ask(r, &m, h.seq) : cv_continue();
     if (hooked && r->hook_dead) {
         cv_run_deny(r, d->nr, name ? name : "", "the onSyscall hook is gone: the call fails closed");
         rep = cv_err(EPERM);
-    } else if (answer < 0) {
-        rep = cv_err(-answer);
+    } else if (action == SECCOMP_RET_ERRNO) {
+        rep = cv_err((int)(policy & SECCOMP_RET_DATA)); /* cvisor's refusal stands, whatever the hook says */
+    } else if (answer.kind != CV_REPLY_CONTINUE) {
+        rep = answer; /* the hook's errno, or its value: the call is not made */
     } else if (action == SECCOMP_RET_ALLOW) {
         rep = cv_continue(); /* the filter's own ALLOW */
     } else if (action == SECCOMP_RET_USER_NOTIF) {
         rep = cv_dispatch(n);
-    } else if (action == SECCOMP_RET_ERRNO) {
-        rep = cv_err((int)(policy & SECCOMP_RET_DATA));
     } else {
         rep = cv_err(ENOSYS);
     }

@@ -32,11 +32,12 @@ enum cv_hook_str_kind { CV_HOOK_PATH = 1, CV_HOOK_ARGV = 2, CV_HOOK_SOCKADDR = 3
 /* The embedder's answer. */
 struct cv_hook_reply {
     uint64_t seq;
-    int32_t action;        /* CV_HOOK_ALLOW or CV_HOOK_DENY */
+    int32_t action;        /* CV_HOOK_ALLOW, CV_HOOK_DENY or CV_HOOK_RESULT */
     int32_t err;           /* CV_HOOK_DENY: the errno (EPERM when 0) */
+    int64_t value;         /* CV_HOOK_RESULT: what the call returns (it is not made) */
 };
 
-enum { CV_HOOK_ALLOW = 0, CV_HOOK_DENY = 1 };
+enum { CV_HOOK_ALLOW = 0, CV_HOOK_DENY = 1, CV_HOOK_RESULT = 2 };
 
 /* Which arguments of a syscall point to what: paths (a bit per argument), an argv array, a
  * socket address with its length; and how many arguments it takes (for the trace). */
