@@ -9,11 +9,10 @@ import type { BackendSpec } from "../../cache/backends/select.js";
 import type { PackReport } from "../../cache/format/pack.js";
 import type { ExtractReport } from "../../cache/format/unpack.js";
 import type { HitKind } from "../../cache/lookup.js";
-import type { RestoreTarget } from "../../cache/restore.js";
-import type { CacheSource } from "../../cache/save.js";
+import type { RestoreOptions, RestoreResult, RestoreTarget } from "../../cache/restore.js";
+import type { CacheSource, SaveOptions } from "../../cache/save.js";
 import { NotFoundError, UsageError } from "../core/errors.js";
 import { defaultHiddenPaths } from "../paths.js";
-import type { Skipped } from "./copy-tree.js";
 import type { SandboxInUse } from "./open-layer.js";
 
 export type { CacheFormat, EntryMeta, ExtractReport, HitKind, PackReport };
@@ -31,40 +30,16 @@ export interface CacheOptions {
 /** A host directory, or a directory of a named sandbox (absolute in its view). */
 export type CachePath = string | { sandbox: string; path: string };
 
-export interface CacheSaveOptions {
-  /** Default "gzip". */
-  format?: CacheFormat;
-  /** Honour .gitignore and .dockerignore (default true). */
-  ignore?: boolean;
-  /** Replace an existing entry (entries are otherwise never replaced). */
-  force?: boolean;
-  onSkip?: (skipped: Skipped) => void;
-  /** Bytes of file contents read so far, and archive bytes written. */
-  onProgress?: (read: number, written: number) => void;
-}
+/** A save's options: cache/save.ts's, the format defaulting to "gzip". */
+export type CacheSaveOptions = Omit<SaveOptions, "format"> & { format?: CacheFormat };
 
 export type CacheSaveResult =
   { saved: true; entry: EntryMeta; report: PackReport } | { saved: false; existing: EntryMeta };
 
-export interface CacheRestoreOptions {
-  /** Key prefixes tried in order when KEY has no entry; the newest match of the first wins. */
-  restoreKeys?: readonly string[];
-  /** Accept symlinks leading outside the restored directory (a virtualenv's). */
-  allowExternalLinks?: boolean;
-  onSkip?: (skipped: Skipped) => void;
-  /** Archive bytes read so far, of total. */
-  onProgress?: (read: number, total: number) => void;
-}
-
+/** A restore's options and result, as cache/restore.ts has them. */
+export type CacheRestoreOptions = RestoreOptions;
 /** What a restore found: "exact", "prefix" (a restore key matched) or "miss" (nothing changed). */
-export interface CacheRestoreResult {
-  hit: HitKind;
-  /** The entry restored (not on a miss). */
-  entry?: EntryMeta;
-  /** The restore key that matched, on a prefix hit. */
-  matchedPrefix?: string;
-  report?: ExtractReport;
-}
+export type CacheRestoreResult = RestoreResult;
 
 /** Directory caches on one backend. */
 export class Cache {
@@ -114,15 +89,9 @@ export class Cache {
     if (typeof from === "string") {
       source = { kind: "host", path: nonEmpty(from) };
     } else {
-      const vpath = sandboxPath(from.path);
-      inUse = useNamed(from.sandbox, false);
-      source = {
-        kind: "sb",
-        upper: inUse.named.upper,
-        vpath,
-        hidden: defaultHiddenPaths(process.env),
-        lowers: inUse.lowers,
-      };
+      const sb = inSandbox(from, () => useNamed(from.sandbox, false));
+      inUse = sb.inUse;
+      source = { kind: "sb", upper: sb.inUse.named.upper, ...sb.view };
     }
     try {
       const r = await saveCache(backend, key, source, {
@@ -160,15 +129,13 @@ export class Cache {
     if (typeof to === "string") {
       dest = { kind: "host", path: nonEmpty(to) };
     } else {
-      const vpath = sandboxPath(to.path);
       validateKey(key); // before the sandbox is made
-      inUse = useNamed(to.sandbox, true);
+      const sb = inSandbox(to, () => useNamed(to.sandbox, true));
+      inUse = sb.inUse;
       dest = {
         kind: "sb",
         layer: { upper: inUse.named.upper, work: inUse.named.work },
-        vpath,
-        hidden: defaultHiddenPaths(process.env),
-        lowers: inUse.lowers,
+        ...sb.view,
       };
     }
     try {
@@ -224,8 +191,19 @@ function nonEmpty(path: string): string {
   return path;
 }
 
-function sandboxPath(path: string): string {
-  if (!path.startsWith("/"))
-    throw new UsageError(`cache: sandbox paths are absolute (not ${path})`);
-  return path;
+/** A sandbox directory of a save or restore: the path checked, then the sandbox held. */
+function inSandbox(
+  target: { path: string },
+  use: () => SandboxInUse,
+): { inUse: SandboxInUse; view: { vpath: string; hidden: string[]; lowers: string[] } } {
+  if (!target.path.startsWith("/")) {
+    throw new UsageError(`cache: sandbox paths are absolute (not ${target.path})`);
+  }
+  const inUse = use();
+  const view = {
+    vpath: target.path,
+    hidden: defaultHiddenPaths(process.env),
+    lowers: inUse.lowers,
+  };
+  return { inUse, view };
 }

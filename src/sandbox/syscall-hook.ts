@@ -154,10 +154,6 @@ function socketAddress(b: Buffer): SocketAddress {
   return { family: "other", number: family };
 }
 
-function errnoName(n: number): string {
-  return Object.entries(ERRNO).find(([, v]) => v === n)?.[0] ?? String(n);
-}
-
 function decode(msg: Buffer, names: Map<number, string>): { seq: bigint; call: SyscallCall } {
   const nr = msg.readUInt32LE(4);
   const seq = msg.readBigUInt64LE(8);
@@ -173,7 +169,7 @@ function decode(msg: Buffer, names: Map<number, string>): { seq: bigint; call: S
     paths: [],
     cvisor: POLICY[policy] ?? "handled",
   };
-  if (call.cvisor === "denied") call.deniedErrno = errnoName(msg.readInt32LE(76));
+  if (call.cvisor === "denied") call.deniedErrno = native.errnoName(msg.readInt32LE(76));
   let at = REQ_HEADER;
   const nstr = msg.readUInt32LE(80);
   for (let i = 0; i < nstr && at + STR_HEADER <= msg.length; i++) {

@@ -174,13 +174,21 @@ gtest("onSyscall: per run, or none; unknown names are refused", async (fx) => {
   );
 });
 
-gtest("onSyscall: a run without a hook is notified of nothing more", async (fx) => {
-  const plain = await new Sandbox().run(["cat", fx.p("hello.txt")]);
-  const { hook } = recorder(["getpid"]);
-  const hooked = await new Sandbox({ onSyscall: hook }).run(["cat", fx.p("hello.txt")]);
-  assert.equal(plain.stats.notifications.getpid ?? 0, 0);
-  assert.equal(hooked.stdout, plain.stdout);
-});
+gtest(
+  "onSyscall: only the hooked syscall is notified more, and only in the hooked run",
+  async () => {
+    const script = ["sh", "-c", "echo $$"]; // sh asks getpid (natively allowed) once
+    const plain = await new Sandbox().run(script);
+    const { hook, calls } = recorder(["getpid"]);
+    const hooked = await new Sandbox({ onSyscall: hook }).run(script);
+    assert.equal(plain.stats.notifications.getpid, undefined);
+    assert.equal(hooked.stats.notifications.getpid, calls.length);
+    assert.ok(calls.length >= 1 && calls.every((c) => c.cvisor === "native"));
+    const { getpid: _, ...rest } = hooked.stats.notifications;
+    assert.deepEqual(rest, plain.stats.notifications, "every other syscall as without the hook");
+    assert.equal(hooked.stdout, `${calls[0]?.pid}\n`, "the guest's own pid, as the hook saw it");
+  },
+);
 
 gtest(
   "onSyscall: a handler that never answers holds its call, but not past a kill or the deadline",

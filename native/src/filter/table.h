@@ -75,9 +75,14 @@ struct cv_filter_opts {
     const uint64_t *hooked; /* CV_FILTER_NR_MAX bits */
 };
 
+/* nr is in a set of syscall numbers (CV_FILTER_NR_MAX bits). */
+static inline int cv_nr_in(const uint64_t *bits, int nr) {
+    return nr >= 0 && nr < CV_FILTER_NR_MAX && ((bits[nr / 64] >> (nr % 64)) & 1);
+}
+
 /* nr is one of o's hooked syscalls. */
 static inline int cv_filter_hooked(const struct cv_filter_opts *o, int nr) {
-    return o->hooked && nr >= 0 && nr < CV_FILTER_NR_MAX && ((o->hooked[nr / 64] >> (nr % 64)) & 1);
+    return o->hooked && cv_nr_in(o->hooked, nr);
 }
 
 extern const struct cv_syscall cv_syscalls[];

@@ -149,12 +149,10 @@ static struct cv_reply await_answer(struct cv_run *r, uint64_t seq) {
     }
 }
 
-static int has(const uint64_t *bits, int nr) {
-    return nr >= 0 && nr < CV_MAX_NR && ((bits[nr / 64] >> (nr % 64)) & 1);
-}
+_Static_assert(CV_MAX_NR == CV_FILTER_NR_MAX, "the run's syscall sets are the filter's");
 
 int cv_hook_wants(const struct cv_run *r, int nr) {
-    return (r->hook_fd >= 0 && has(r->hooked, nr)) || (r->trace_fd >= 0 && has(r->traced, nr));
+    return (r->hook_fd >= 0 && cv_nr_in(r->hooked, nr)) || (r->trace_fd >= 0 && cv_nr_in(r->traced, nr));
 }
 
 /* The embedder's answer to the call described in m (await_answer's). */
@@ -178,7 +176,7 @@ struct cv_reply cv_hook_answer(struct cv_notif *n) {
     uint32_t policy = cv_policy_eval(&o, d->arch, d->nr, args);
     uint32_t action = policy & SECCOMP_RET_ACTION_FULL;
     const char *name = cv_syscall_name(d->nr);
-    int hooked = r->hook_fd >= 0 && has(r->hooked, d->nr);
+    int hooked = r->hook_fd >= 0 && cv_nr_in(r->hooked, d->nr);
     struct msg m = {0};
     struct cv_hook_req h = {
         .nr = (uint32_t)d->nr,
@@ -217,7 +215,7 @@ struct cv_reply cv_hook_answer(struct cv_notif *n) {
     } else {
         rep = cv_err(ENOSYS);
     }
-    if (r->trace_fd >= 0 && has(r->traced, d->nr) && m.buf)
+    if (r->trace_fd >= 0 && cv_nr_in(r->traced, d->nr) && m.buf)
         cv_trace_line(r, (const struct cv_hook_req *)(void *)m.buf, m.buf + sizeof h,
                       m.len - sizeof h, rep.kind, rep.err, rep.val);
     free(m.buf);
