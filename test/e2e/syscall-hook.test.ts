@@ -85,13 +85,17 @@ for i in range(2):
     except OSError as e:
         print("refused", e.errno)`;
     const r = await new Sandbox({ onSyscall: hook }).run(["python3", "-c", py]);
-    assert.equal(r.exitCode, 0, r.stderr);
-    assert.equal(r.stdout, "connected hello\nrefused 111\n");
+    // Everything the hook saw, to tell a flaky run's cause from the message alone.
+    const seen = JSON.stringify(
+      calls.map((c) => ({ name: c.name, pid: c.pid, tid: c.tid, address: c.address })),
+    );
+    assert.equal(r.exitCode, 0, `${r.stderr}\ncalls: ${seen}`);
+    assert.equal(r.stdout, "connected hello\nrefused 111\n", `calls: ${seen}\n${r.stderr}`);
     const exec = calls.find((c) => c.name === "execve");
     assert.deepEqual(exec?.argv, ["python3", "-c", py]);
     assert.match(exec?.paths[0] ?? "", /python3/);
     const connects = calls.filter((c) => c.name === "connect");
-    assert.equal(connects.length, 2);
+    assert.equal(connects.length, 2, seen);
     assert.deepEqual(connects[0]?.address, { family: "inet", address: "127.0.0.1", port });
   } finally {
     server.close();
