@@ -28,6 +28,13 @@ export interface SyscallCall {
   args: readonly bigint[];
   /** Paths the call names, as the guest wrote them (relative ones too), in argument order. */
   paths: string[];
+  /**
+   * Each of `paths` as resolved in the sandbox (same index): the absolute, symlink-free path the
+   * call acts on, from the guest's working directory or dirfd, following a final symlink where
+   * the call does (open without O_NOFOLLOW, stat, exec; not lstat, unlink, rename). null when
+   * it names nothing there (a missing directory on the way), and for a symlink's target text.
+   */
+  resolved: (string | null)[];
   /** open/openat/openat2/creat: the open flags, by name ("O_WRONLY", "O_CREAT", ...). */
   flags?: string[];
   /** execve/execveat: the new program's arguments (the first 64). */
@@ -167,6 +174,7 @@ function decode(msg: Buffer, names: Map<number, string>): { seq: bigint; call: S
     pid: msg.readInt32LE(20),
     args,
     paths: [],
+    resolved: [],
     cvisor: POLICY[policy] ?? "handled",
   };
   if (call.cvisor === "denied") call.deniedErrno = native.errnoName(msg.readInt32LE(76));
@@ -177,8 +185,12 @@ function decode(msg: Buffer, names: Map<number, string>): { seq: bigint; call: S
     const len = msg.readUInt32LE(at + 4);
     const bytes = msg.subarray(at + STR_HEADER, at + STR_HEADER + len);
     at += STR_HEADER + len;
-    if (what === 1) call.paths.push(bytes.toString());
-    else if (what === 2) (call.argv ??= []).push(bytes.toString());
+    if (what === 1) {
+      call.paths.push(bytes.toString());
+      call.resolved.push(null);
+    } else if (what === 4 && call.resolved.length > 0) {
+      call.resolved[call.resolved.length - 1] = bytes.toString(); // follows its path
+    } else if (what === 2) (call.argv ??= []).push(bytes.toString());
     else if (what === 3) call.address = socketAddress(bytes);
   }
   const flagsAt = FLAGS_ARG[name];

@@ -6,6 +6,7 @@
 // answers, and a run without a hook is not notified of anything more.
 import assert from "node:assert/strict";
 import { once } from "node:events";
+import fs from "node:fs";
 import net from "node:net";
 import {
   allow,
@@ -242,3 +243,103 @@ except OSError as e:
     assert.match(bad.hookErrors?.[0]?.message ?? "", /not a 64-bit integer/);
   },
 );
+
+gtest(
+  "onSyscall: a guest that rewrites the path after the hook's read cannot open what it denied",
+  async (fx) => {
+    // Two names of one length; the hook allows only the first. A second guest thread flips the
+    // path buffer while the first opens it, so a supervisor that read the path again after
+    // asking the hook would open the denied file now and then.
+    const py = `import ctypes, os, sys, threading
+libc = ctypes.CDLL(None, use_errno=True)
+a, b = sys.argv[1].encode(), sys.argv[2].encode()
+buf = ctypes.create_string_buffer(a, len(a) + 1)
+stop = False
+def flip():
+    while not stop:
+        ctypes.memmove(buf, b, len(b)); ctypes.memmove(buf, a, len(a))
+threading.Thread(target=flip, daemon=True).start()
+seen = {"allowed": 0, "secret": 0, "denied": 0}
+for _ in range(int(sys.argv[3])):
+    fd = libc.open(buf, os.O_RDONLY)
+    if fd < 0:
+        seen["denied"] += 1
+        continue
+    seen[os.read(fd, 100).decode().strip()] += 1
+    os.close(fd)
+stop = True
+print(seen["allowed"], seen["secret"], seen["denied"])`;
+    const [allowed, secret] = [fx.p("allowed.txt"), fx.p("secret1.txt")];
+    const r = await new Sandbox({
+      onSyscall: {
+        syscalls: ["openat"],
+        handler: (c) => (c.paths[0] === secret ? deny("EACCES") : allow),
+      },
+    }).run(["python3", "-c", py, allowed, secret, "400"]);
+    assert.equal(r.exitCode, 0, r.stderr);
+    const [opened, leaked, denied] = r.stdout.trim().split(" ").map(Number);
+    assert.equal(leaked, 0, `the guest read the denied file ${leaked} times (${r.stdout.trim()})`);
+    assert.ok((opened ?? 0) > 0 && (denied ?? 0) > 0, `both names were tried: ${r.stdout}`);
+  },
+  {
+    setup: (fx) => {
+      fs.writeFileSync(fx.p("allowed.txt"), "allowed\n");
+      fs.writeFileSync(fx.p("secret1.txt"), "secret\n");
+    },
+  },
+);
+
+gtest("onSyscall: paths as written and as resolved in the sandbox", async (fx) => {
+  const py = `import os, sys
+os.chdir(os.path.join(sys.argv[1], "sub"))
+open("../hello.txt").close()
+os.symlink("../hello.txt", "link")
+open("link").close()
+os.lstat("link")
+os.unlink("link")
+d = os.open(sys.argv[1], os.O_RDONLY | os.O_DIRECTORY)
+os.stat("sub/nested.txt", dir_fd=d)
+try:
+    os.stat("nodir/x")
+except OSError:
+    pass`;
+  const { hook, calls } = recorder([
+    "openat",
+    "symlink",
+    "symlinkat",
+    "newfstatat",
+    "unlink",
+    "unlinkat",
+  ]);
+  const r = await new Sandbox({ onSyscall: hook }).run(["python3", "-c", py, fx.root]);
+  assert.equal(r.exitCode, 0, r.stderr);
+  const seen = (name: string | RegExp, path: string) =>
+    calls.filter(
+      (c) =>
+        (typeof name === "string" ? c.name === name : name.test(c.name)) && c.paths.at(-1) === path,
+    );
+  const one = (name: string | RegExp, path: string) => {
+    const found = seen(name, path);
+    assert.ok(found.length > 0, `a ${String(name)} of ${path}`);
+    return found.map((c) => c.resolved);
+  };
+  assert.deepEqual(one("openat", "../hello.txt"), [[fx.p("hello.txt")]]);
+  // The link's text is not a path the call resolves; its new name is.
+  assert.deepEqual(one(/^symlink/, "link"), [[null, fx.p("sub", "link")]]);
+  // open follows the link; lstat and unlink name the link itself.
+  const linkCalls = seen(/^(openat|newfstatat|unlink|unlinkat)$/, "link");
+  assert.deepEqual(
+    linkCalls.map((c) => [c.name, c.resolved.at(-1)]),
+    [
+      ["openat", fx.p("hello.txt")],
+      ["newfstatat", fx.p("sub", "link")],
+      [linkCalls[2]?.name ?? "unlink", fx.p("sub", "link")],
+    ],
+  );
+  assert.deepEqual(one("newfstatat", "sub/nested.txt"), [[fx.p("sub", "nested.txt")]]);
+  assert.deepEqual(one("newfstatat", "nodir/x"), [[null]]);
+  assert.ok(
+    calls.every((c) => c.resolved.length === c.paths.length),
+    "a resolved entry per path",
+  );
+});

@@ -18,6 +18,7 @@
 #include "common/seccomp_defs.h"
 #include "common/sysnr.h"
 #include "common/util.h"
+#include "memo.h"
 
 #ifndef PIDFD_THREAD
 #define PIDFD_THREAD O_EXCL
@@ -113,7 +114,7 @@ int cv_guest_fds_stable(struct cv_guest *g) {
 
 /* Read page by page: a string may end right before an unmapped page. The first read is short
  * (most paths are): copying a whole page for a 20-byte path costs more than a second call. */
-ssize_t cv_guest_peek_str(const struct cv_guest *g, uint64_t addr, char *buf, size_t len) {
+static ssize_t peek_str(const struct cv_guest *g, uint64_t addr, char *buf, size_t len) {
     if (!addr) return -EFAULT;
     size_t done = 0;
     while (done < len) {
@@ -131,11 +132,32 @@ ssize_t cv_guest_peek_str(const struct cv_guest *g, uint64_t addr, char *buf, si
     return -ENAMETOOLONG;
 }
 
+ssize_t cv_guest_peek_str(const struct cv_guest *g, uint64_t addr, char *buf, size_t len) {
+    ssize_t r;
+    if (cv_memo_get(g->memo, CV_MEMO_STR, addr, NULL, buf, len, &r, NULL)) return r;
+    r = peek_str(g, addr, buf, len);
+    cv_memo_put(g->memo, CV_MEMO_STR, addr, NULL, buf, len, r, -1);
+    return r;
+}
+
 int cv_guest_peek(const struct cv_guest *g, uint64_t addr, void *buf, size_t len) {
+    ssize_t r;
+    if (cv_memo_get(g->memo, CV_MEMO_MEM, addr, NULL, buf, len, &r, NULL)) return (int)r;
     struct iovec local = {buf, len};
     struct iovec remote = {(void *)(uintptr_t)addr, len};
     ssize_t n = process_vm_readv(g->tid, &local, 1, &remote, 1, 0);
-    return n == (ssize_t)len ? 0 : -EFAULT;
+    r = n == (ssize_t)len ? 0 : -EFAULT;
+    cv_memo_put(g->memo, CV_MEMO_MEM, addr, NULL, buf, len, r, -1);
+    return (int)r;
+}
+
+void cv_guest_memo_begin(struct cv_guest *g) {
+    if (!g->memo) g->memo = cv_memo_new();
+}
+
+void cv_guest_memo_end(struct cv_guest *g) {
+    cv_memo_free(g->memo);
+    g->memo = NULL;
 }
 
 int cv_guest_path(struct cv_guest *g, uint64_t addr, char *buf, size_t len) {
@@ -160,14 +182,14 @@ int cv_guest_write(struct cv_guest *g, uint64_t addr, const void *buf, size_t le
     /* Checked first: a tid that died is reused only after the pid counter wrapped around, not in
      * the microsecond between the check and the write. */
     if (!checked(g)) return -ESRCH;
+    cv_memo_forget(g->memo, addr, len, -1);
     struct iovec local = {(void *)buf, len};
     struct iovec remote = {(void *)(uintptr_t)addr, len};
     ssize_t n = process_vm_writev(g->tid, &local, 1, &remote, 1, 0);
     return n == (ssize_t)len ? 0 : -EFAULT;
 }
 
-int cv_guest_fd(struct cv_guest *g, int gfd) {
-    if (gfd < 0) return -EBADF;
+static int fetch_fd(struct cv_guest *g, int gfd) {
     /* A thread pidfd reaches the thread's own fd table (threads made without CLONE_FILES). */
     cv_autoclose int pidfd = (int)syscall(__NR_pidfd_open, g->tid, PIDFD_THREAD);
     if (pidfd < 0) pidfd = (int)syscall(__NR_pidfd_open, cv_guest_tgid(g), 0);
@@ -177,15 +199,33 @@ int cv_guest_fd(struct cv_guest *g, int gfd) {
     return fd < 0 ? -errno : fd;
 }
 
+int cv_guest_fd(struct cv_guest *g, int gfd) {
+    if (gfd < 0) return -EBADF;
+    ssize_t r;
+    int fd = -1;
+    if (cv_memo_get(g->memo, CV_MEMO_FD, (uint64_t)gfd, NULL, NULL, 0, &r, &fd)) return r < 0 ? (int)r : fd;
+    fd = fetch_fd(g, gfd);
+    cv_memo_put(g->memo, CV_MEMO_FD, (uint64_t)gfd, NULL, NULL, 0, fd, fd);
+    return fd;
+}
+
 ssize_t cv_guest_link(struct cv_guest *g, const char *what, char *buf, size_t len) {
+    ssize_t n;
+    if (cv_memo_get(g->memo, CV_MEMO_LINK, 0, what, buf, len, &n, NULL)) return n;
     char path[96];
     snprintf(path, sizeof path, "/proc/%d/%s", (int)g->tid, what);
-    ssize_t n = cv_readlink(path, buf, len);
+    n = cv_readlink(path, buf, len);
     if (!checked(g)) return -ESRCH;
+    cv_memo_put(g->memo, CV_MEMO_LINK, 0, what, buf, len, n, -1);
     return n;
 }
 
 int cv_guest_open(struct cv_guest *g, const char *what, int flags) {
+    /* Only a name is kept (O_PATH): an open file's offset or data would be shared. */
+    ssize_t r;
+    int kept = -1, named = (flags & O_PATH) != 0;
+    if (named && cv_memo_get(g->memo, CV_MEMO_OPEN, (uint64_t)flags, what, NULL, 0, &r, &kept))
+        return r < 0 ? (int)r : kept;
     char path[96];
     snprintf(path, sizeof path, "/proc/%d/%s", (int)g->tid, what);
     int fd = open(path, flags | O_CLOEXEC);
@@ -194,6 +234,7 @@ int cv_guest_open(struct cv_guest *g, const char *what, int flags) {
         if (fd >= 0) close(fd);
         return -ESRCH;
     }
+    if (named) cv_memo_put(g->memo, CV_MEMO_OPEN, (uint64_t)flags, what, NULL, 0, fd < 0 ? -e : fd, fd);
     return fd < 0 ? -e : fd;
 }
 
@@ -206,6 +247,7 @@ int cv_guest_addfd(struct cv_guest *g, int fd, int cloexec, int send) {
     };
     int r = ioctl(g->listener, SECCOMP_IOCTL_NOTIF_ADDFD, &add);
     if (r < 0) return errno == ENOENT ? -ESRCH : -errno;
+    cv_memo_forget(g->memo, 0, 0, r);
     return r;
 }
 
@@ -239,6 +281,7 @@ int cv_guest_setfd(struct cv_guest *g, int fd, int gfd, int cloexec) {
         .newfd = (uint32_t)gfd,
         .newfd_flags = cloexec ? O_CLOEXEC : 0,
     };
+    cv_memo_forget(g->memo, 0, 0, gfd);
     int r = ioctl(g->listener, SECCOMP_IOCTL_NOTIF_ADDFD, &add);
     if (r < 0) return errno == ENOENT ? -ESRCH : -errno;
     return 0;

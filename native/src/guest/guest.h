@@ -12,6 +12,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+struct cv_guest_memo;
+
 /* The thread a notification came from. */
 struct cv_guest {
     int listener;
@@ -21,6 +23,7 @@ struct cv_guest {
     int threads;
     mode_t umask;
     int owed;     /* memory was read whose check is still to come (cv_guest_path_owed) */
+    struct cv_guest_memo *memo; /* cv_guest_memo_begin's, or NULL */
 };
 
 /* A guest without a notification: a process (the unit tests) that plays its own guest. */
@@ -29,6 +32,13 @@ struct cv_guest {
 static inline void cv_guest_init(struct cv_guest *g, int listener, uint64_t id, pid_t tid) {
     *g = (struct cv_guest){.listener = listener, .id = id, .tid = tid};
 }
+
+/* From here to cv_guest_memo_end every answer about this notification's guest (its memory,
+ * fds, /proc links) is kept, and asking again gives the first answer: two readers of one call
+ * (an embedder's hook, then the handler) see one copy, whatever the guest changes between.
+ * A write into the guest or a change of its fd table forgets what it made stale. */
+void cv_guest_memo_begin(struct cv_guest *g);
+void cv_guest_memo_end(struct cv_guest *g);
 
 /* The notification is still pending (its thread is alive and still waits). */
 int cv_guest_valid(const struct cv_guest *g);

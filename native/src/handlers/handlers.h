@@ -28,6 +28,10 @@ struct cv_notif {
     const struct seccomp_notif *req;
     struct cv_guest g;   /* the calling thread, reached only through guest/guest.h */
     struct cv_vctx ctx;  /* how the overlay resolves this guest's paths */
+    /* An embedder's hook allowed the call on the supervisor's copy of its arguments: a handler
+     * that can act with that copy does, instead of a CONTINUE that lets the kernel read them
+     * again (the guest may have changed them since). */
+    int decided;
 };
 
 /* Fill n for a notification just received. */

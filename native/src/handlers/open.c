@@ -1,7 +1,8 @@
 /* open, openat, creat, over the layers:
  *  - a read-only open of a host file the kernel resolves exactly as the merged
  *    view does is CONTINUEd (Landlock grants read only, so a racing thread that
- *    swaps the path can only read another visible file);
+ *    swaps the path can only read another visible file), unless an embedder's
+ *    hook decided on the path (n->decided): then the supervisor opens it;
  *  - everything else is opened by the supervisor and injected (ADDFD):
  *    upper files, new files (made in the upper), host files opened for writing
  *    (copied up first), merged directories (the upper twin: getdents merges);
@@ -71,6 +72,12 @@ static struct cv_reply open_tmpfile(struct cv_notif *n, const struct cv_vnode *v
     int fd = openat(dir, ".", (flags & ~O_CLOEXEC) | O_CLOEXEC, mode & 07777 & ~cv_guest_umask(&n->g));
     if (fd < 0) return cv_err(errno);
     return inject_checked(n, fd, flags);
+}
+
+/* The kernel may open it from the guest's own arguments: a host object the view shows as it is,
+ * and no hook decided on our copy of the path. */
+static int kernel_may_open(const struct cv_notif *n, const struct cv_vnode *v) {
+    return !v->touched && v->layer == CV_LOWER && !n->decided;
 }
 
 /* An existing object, opened by the supervisor in its layer. */
@@ -150,17 +157,17 @@ struct cv_reply cv_open_path(struct cv_notif *n, int dirfd, const char *path, in
          * opens a link. EOPNOTSUPP is what the usual caller, glibc's fchmodat(AT_SYMLINK_NOFOLLOW)
          * (lchmod: tar as root, cp -P, Python's follow_symlinks=False), answers once it sees a
          * link, so those behave as on the host. */
-        out = !(flags & O_PATH)                     ? cv_err(ELOOP)
-              : v.touched || cv_vnode_stored(&v) ? cv_err(EOPNOTSUPP)
-                                                 : cv_continue();
+        out = !(flags & O_PATH)                                  ? cv_err(ELOOP)
+              : v.touched || cv_vnode_stored(&v) || n->decided ? cv_err(EOPNOTSUPP)
+                                                              : cv_continue();
     } else if ((flags & O_DIRECTORY) && !S_ISDIR(st->st_mode)) {
         out = cv_err(ENOTDIR);
     } else if (S_ISDIR(st->st_mode)) {
-        out = w ? cv_err(EISDIR) : v.touched || v.layer == CV_UPPER ? open_existing(n, &v, flags) : cv_continue();
+        out = w ? cv_err(EISDIR) : kernel_may_open(n, &v) ? cv_continue() : open_existing(n, &v, flags);
     } else if (cv_pty_is_master(st) && !(flags & O_PATH)) {
         out = v.psrc < 0 ? cv_err(ENOENT) : cv_pty_open_master(n, v.psrc, *v.name ? v.name : ".", flags);
     } else if (S_ISCHR(st->st_mode) && cv_writable_device(n->run, st->st_rdev)) {
-        out = v.touched ? open_existing(n, &v, flags) : cv_continue();
+        out = v.touched || n->decided ? open_existing(n, &v, flags) : cv_continue();
     } else if (cv_pty_is_slave(st) && !(flags & O_PATH)) {
         out = cv_pty_open_slave(n, st, v.vpath, flags);
     } else if ((S_ISCHR(st->st_mode) || S_ISBLK(st->st_mode)) && !(flags & O_PATH) &&
@@ -169,7 +176,7 @@ struct cv_reply cv_open_path(struct cv_notif *n, int dirfd, const char *path, in
         cv_run_deny(n->run, n->req->data.nr, v.vpath, "a host device the sandbox does not give");
         out = cv_err(EACCES);
     } else if (!w) {
-        out = v.touched || v.layer == CV_UPPER ? open_existing(n, &v, flags) : cv_continue();
+        out = kernel_may_open(n, &v) ? cv_continue() : open_existing(n, &v, flags);
     } else if (v.layer == CV_UPPER) {
         cv_notif_settle_alias(n, &v);
         out = open_existing(n, &v, flags);

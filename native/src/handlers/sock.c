@@ -661,6 +661,7 @@ static struct cv_reply send_one(struct cv_notif *n, int s, const struct request 
         }
         *j = (struct send_job){.s = s2, .flags = flags, .m = m, .g = n->g, .msg_len = msg_len};
         j->g.listener = l2;
+        j->g.memo = NULL; /* the notification's memo ends with this handler; the job outlives it */
         j->tgid = cv_guest_tgid(&n->g);
         j->tid = n->g.tid;
         return cv_async(n, send_wait, j, send_job_free);

@@ -14,6 +14,7 @@
  * closed, a broken message) fails the call closed, EPERM, and every hooked call after it; the
  * refusal is in the run's denials. */
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,7 +25,9 @@
 #include "common/landlock.h"
 #include "common/util.h"
 #include "filter/table.h"
+#include "guest/guest.h"
 #include "handlers/handlers.h"
+#include "overlay/vfs.h"
 #include "hook.h"
 #include "run.h"
 
@@ -88,8 +91,60 @@ const struct cv_hook_strings *cv_hook_strings_of(int nr) {
     return NULL;
 }
 
+/* The *at calls: their path argument i is relative to the fd in argument i-1. */
+static int at_call(int nr) {
+    switch (nr) {
+    case SYS_openat: case SYS_openat2: case SYS_newfstatat: case SYS_statx: case SYS_faccessat:
+    case SYS_faccessat2: case SYS_readlinkat: case SYS_unlinkat: case SYS_mkdirat: case SYS_renameat:
+    case SYS_renameat2: case SYS_linkat: case SYS_symlinkat: case SYS_fchmodat: case SYS_fchownat:
+    case SYS_utimensat: case SYS_mknodat: case SYS_execveat:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+static int open_follows(uint64_t flags) {
+    return !(flags & O_NOFOLLOW) && (flags & (O_CREAT | O_EXCL)) != (O_CREAT | O_EXCL);
+}
+
+/* Whether the call follows a final symlink in its path argument i (as the kernel would). */
+static int follows(struct cv_notif *n, const uint64_t *a, int i) {
+    uint64_t how = 0;
+    switch (n->req->data.nr) {
+    case SYS_open: return open_follows(a[1]);
+    case SYS_openat: return open_follows(a[2]);
+    case SYS_openat2: return cv_guest_peek(&n->g, a[2], &how, sizeof how) == 0 && open_follows(how);
+    case SYS_creat: case SYS_stat: case SYS_access: case SYS_faccessat: case SYS_chmod: case SYS_fchmodat:
+    case SYS_chown: case SYS_truncate: case SYS_chdir: case SYS_execve:
+        return 1;
+    case SYS_newfstatat: case SYS_faccessat2: case SYS_utimensat: return !(a[3] & AT_SYMLINK_NOFOLLOW);
+    case SYS_statx: return !(a[2] & AT_SYMLINK_NOFOLLOW);
+    case SYS_fchownat: case SYS_execveat: return !(a[4] & AT_SYMLINK_NOFOLLOW);
+    case SYS_linkat: return i == 1 && (a[4] & AT_SYMLINK_FOLLOW);
+    default: return 0; /* lstat, lchown, readlink, and the calls that make, remove or rename a name */
+    }
+}
+
+/* Path argument i resolved in the sandbox's view, into m after its text: the hook sees what the
+ * call acts on, not only what it wrote (relative to its cwd or an fd, through symlinks). The
+ * guest's memory and fds are read once for the whole call (the memo), so the handler resolves
+ * from the same text and the same fds. */
+static void put_resolved(struct cv_notif *n, struct msg *m, uint32_t *nstr, const uint64_t *a, int i,
+                         const char *path) {
+    int nr = n->req->data.nr;
+    if (!*path || ((nr == SYS_symlink || nr == SYS_symlinkat) && i == 0)) return; /* a link's text */
+    struct cv_vctx c = n->ctx;
+    c.nr = -1; /* a refusal is the handler's to report, once */
+    struct cv_vnode v;
+    int dirfd = at_call(nr) && i > 0 ? (int)a[i - 1] : AT_FDCWD;
+    if (cv_vresolve(&c, dirfd, path, CV_RES_PARENT | (follows(n, a, i) ? CV_RES_FOLLOW : 0), &v) < 0) return;
+    put_str(m, nstr, CV_HOOK_RESOLVED, i, v.vpath, strlen(v.vpath));
+    cv_vnode_release(&v);
+}
+
 /* The strings the call's arguments point to, read once (peeks, then one validity check). */
-static int describe_strings(struct cv_notif *n, struct msg *m, uint32_t *nstr) {
+static int describe_strings(struct cv_notif *n, struct msg *m, uint32_t *nstr, int resolve) {
     uint64_t a[6];
     memcpy(a, n->req->data.args, sizeof a);
     const struct cv_hook_strings *s = cv_hook_strings_of(n->req->data.nr);
@@ -98,7 +153,9 @@ static int describe_strings(struct cv_notif *n, struct msg *m, uint32_t *nstr) {
     for (int i = 0; i < 6; i++) {
         if (!(s->paths & (1u << i)) || !a[i]) continue;
         ssize_t len = cv_guest_peek_str(&n->g, a[i], buf, sizeof buf);
-        if (len >= 0) put_str(m, nstr, CV_HOOK_PATH, i, buf, (size_t)len);
+        if (len < 0) continue;
+        put_str(m, nstr, CV_HOOK_PATH, i, buf, (size_t)len);
+        if (resolve) put_resolved(n, m, nstr, a, i, buf);
     }
     if (s->argv >= 0 && a[s->argv]) {
         for (int k = 0; k < ARGV_MAX; k++) {
@@ -190,7 +247,9 @@ struct cv_reply cv_hook_answer(struct cv_notif *n) {
     memcpy(h.args, d->args, sizeof h.args);
     put(&m, &h, sizeof h);
     uint32_t nstr = 0;
-    if (describe_strings(n, &m, &nstr) < 0) {
+    cv_guest_memo_begin(&n->g); /* what the hook is shown is what the handler acts on */
+    if (describe_strings(n, &m, &nstr, hooked) < 0) {
+        cv_guest_memo_end(&n->g);
         free(m.buf);
         return cv_err(ESRCH); /* the caller is gone: nobody reads the answer */
     }
@@ -211,6 +270,7 @@ struct cv_reply cv_hook_answer(struct cv_notif *n) {
     } else if (action == SECCOMP_RET_ALLOW) {
         rep = cv_continue(); /* the filter's own ALLOW */
     } else if (action == SECCOMP_RET_USER_NOTIF) {
+        n->decided = hooked;
         rep = cv_dispatch(n);
     } else {
         rep = cv_err(ENOSYS);
@@ -218,6 +278,7 @@ struct cv_reply cv_hook_answer(struct cv_notif *n) {
     if (r->trace_fd >= 0 && cv_nr_in(r->traced, d->nr) && m.buf)
         cv_trace_line(r, (const struct cv_hook_req *)(void *)m.buf, m.buf + sizeof h,
                       m.len - sizeof h, rep.kind, rep.err, rep.val);
+    cv_guest_memo_end(&n->g);
     free(m.buf);
     return rep;
 }

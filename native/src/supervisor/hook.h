@@ -27,7 +27,9 @@ struct cv_hook_str {
     uint32_t len;          /* bytes that follow (no NUL) */
 };
 
-enum cv_hook_str_kind { CV_HOOK_PATH = 1, CV_HOOK_ARGV = 2, CV_HOOK_SOCKADDR = 3 };
+/* CV_HOOK_RESOLVED follows the CV_HOOK_PATH of the same argument: the absolute, symlink-free
+ * path in the sandbox's view that the call would act on (absent when it names nothing there). */
+enum cv_hook_str_kind { CV_HOOK_PATH = 1, CV_HOOK_ARGV = 2, CV_HOOK_SOCKADDR = 3, CV_HOOK_RESOLVED = 4 };
 
 /* The embedder's answer. */
 struct cv_hook_reply {
