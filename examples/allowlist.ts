@@ -1,6 +1,7 @@
 // An allow-list sandbox on the library's onSyscall hook: a policy file names the syscalls a
 // program may make (of those watched) and the path prefixes it may touch; every other call is
-// denied, and the denials are listed at the end.
+// denied, and the denials are listed at the end. Paths are judged as the sandbox resolves them
+// (`/usr/../root/x` is /root/x; a symlink counts where it points), not as the guest wrote them.
 //
 //   node dist/examples/allowlist.js POLICY.json -- CMD [ARGS...]
 //
@@ -36,7 +37,9 @@ const sb = new Sandbox({
     handler: (c) => {
       const bad = !policy.syscalls.includes(c.name)
         ? c.name
-        : c.paths.find((p) => !policy.paths.some((prefix) => p.startsWith(prefix)));
+        : c.paths
+            .map((written, i) => c.resolved[i] ?? written)
+            .find((p) => !policy.paths.some((prefix) => p.startsWith(prefix)));
       if (bad === undefined) return allow;
       const what = bad === c.name ? c.name : `${c.name} ${bad}`;
       denied.set(what, (denied.get(what) ?? 0) + 1);
