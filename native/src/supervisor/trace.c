@@ -83,21 +83,22 @@ static void add_sockaddr(struct line *l, const unsigned char *b, size_t n) {
     }
 }
 
-/* The string described for argument arg (the k-th of that argument), or NULL. */
-static const struct cv_hook_str *str_of(const char *strs, size_t len, int what, int arg, int k,
-                                        const char **bytes) {
+/* The string described for argument arg (the k-th of that argument): its length, or -1. The
+ * headers follow unpadded strings, so each is copied out, never read in place. */
+static ssize_t str_of(const char *strs, size_t len, int what, int arg, int k, const char **bytes) {
     size_t at = 0;
     while (at + sizeof(struct cv_hook_str) <= len) {
-        const struct cv_hook_str *h = (const struct cv_hook_str *)(const void *)(strs + at);
-        const char *b = strs + at + sizeof *h;
-        at += sizeof *h + h->len;
+        struct cv_hook_str h;
+        memcpy(&h, strs + at, sizeof h);
+        const char *b = strs + at + sizeof h;
+        at += sizeof h + h.len;
         if (at > len) break;
-        if (h->what == what && h->arg == arg && k-- == 0) {
+        if (h.what == what && h.arg == arg && k-- == 0) {
             *bytes = b;
-            return h;
+            return (ssize_t)h.len;
         }
     }
-    return NULL;
+    return -1;
 }
 
 /* The open family's flags argument, or -1. */
@@ -128,20 +129,20 @@ void cv_trace_line(struct cv_run *r, const struct cv_hook_req *req, const char *
     add(&l, "%d %s(", req->pid ? req->pid : req->tid, name ? name : "?");
     for (int i = 0; i < arity; i++) {
         const char *b;
-        const struct cv_hook_str *h;
+        ssize_t h;
         uint64_t v = req->args[i];
         if (i) add(&l, ", ");
-        if (s && (s->paths & (1u << i)) && (h = str_of(strs, strs_len, CV_HOOK_PATH, i, 0, &b))) {
-            add_quoted(&l, b, h->len);
+        if (s && (s->paths & (1u << i)) && (h = str_of(strs, strs_len, CV_HOOK_PATH, i, 0, &b)) >= 0) {
+            add_quoted(&l, b, (size_t)h);
         } else if (s && s->argv == i && v) {
             add(&l, "[");
-            for (int k = 0; (h = str_of(strs, strs_len, CV_HOOK_ARGV, i, k, &b)); k++) {
+            for (int k = 0; (h = str_of(strs, strs_len, CV_HOOK_ARGV, i, k, &b)) >= 0; k++) {
                 if (k) add(&l, ", ");
-                add_quoted(&l, b, h->len);
+                add_quoted(&l, b, (size_t)h);
             }
             add(&l, "]");
-        } else if (s && s->addr == i && (h = str_of(strs, strs_len, CV_HOOK_SOCKADDR, i, 0, &b))) {
-            add_sockaddr(&l, (const unsigned char *)b, h->len);
+        } else if (s && s->addr == i && (h = str_of(strs, strs_len, CV_HOOK_SOCKADDR, i, 0, &b)) >= 0) {
+            add_sockaddr(&l, (const unsigned char *)b, (size_t)h);
         } else if (i == flags_arg(nr)) {
             add_open_flags(&l, v);
         } else if (i == mode_arg(nr)) {
