@@ -207,8 +207,8 @@ function errnoNumber(e: string | number): number | undefined {
 
 /**
  * Serves the hook on our end of the socket pair until the run closes its end; resolves to the
- * handler's failures. A message the handler takes long over holds the guest's call (and the run's
- * other calls) until it answers.
+ * handler's failures. Calls are handed to the handler as they come, without waiting for earlier
+ * answers: a slow answer holds only the guest thread that made that call.
  */
 export function serveHook(
   fd: number,
@@ -218,7 +218,6 @@ export function serveHook(
   const errors: HookError[] = [];
   const socket = new net.Socket({ fd, readable: true, writable: true });
   let pending: Buffer = Buffer.alloc(0);
-  let queue = Promise.resolve();
   /** The answer: allow (nothing), deny with an errno, or a value the call returns. */
   const reply = (seq: bigint, deny: number | undefined, value?: bigint): void => {
     const out = Buffer.alloc(24); // struct cv_hook_reply
@@ -283,7 +282,8 @@ export function serveHook(
       }
       const msg = pending.subarray(0, len);
       pending = pending.subarray(len);
-      queue = queue.then(() => answer(msg));
+      // Each call is answered on its own: a handler that takes its time holds only its caller.
+      answer(msg).catch(() => socket.destroy()); // a message we cannot read: fail closed
     }
   });
   return new Promise((resolve) => {

@@ -343,3 +343,45 @@ except OSError:
     "a resolved entry per path",
   );
 });
+
+gtest(
+  "onSyscall: a handler still deciding one call does not hold the run's other calls",
+  async (fx) => {
+    // The handler answers the open of `slow` only once it has seen (and allowed) the open of
+    // `fast`, which another process makes meanwhile; if one pending answer held every call,
+    // the fast open would never come and the slow one would give up after 10 s.
+    const [slow, fast] = [fx.p("hello.txt"), fx.p("sub", "nested.txt")];
+    let fastSeen: () => void = () => {};
+    const sawFast = new Promise<void>((resolve) => (fastSeen = resolve));
+    let order = "";
+    const r = await new Sandbox().run(
+      ["sh", "-c", 'cat "$0" > /dev/null & sleep 0.3; cat "$1"; wait', slow, fast],
+      {
+        onSyscall: {
+          syscalls: ["openat"],
+          handler: async (c) => {
+            if (c.paths[0] === fast) {
+              order += "fast ";
+              fastSeen();
+            } else if (c.paths[0] === slow) {
+              order += "slow-asked ";
+              let timer: NodeJS.Timeout | undefined;
+              const gaveUp = await Promise.race([
+                sawFast.then(() => false),
+                new Promise<boolean>(
+                  (resolve) => (timer = setTimeout(() => resolve(true), 10_000)),
+                ),
+              ]);
+              clearTimeout(timer);
+              order += gaveUp ? "slow-gave-up " : "slow-answered ";
+            }
+            return allow;
+          },
+        },
+      },
+    );
+    assert.equal(r.exitCode, 0, r.stderr);
+    assert.equal(r.stdout, NESTED_TEXT);
+    assert.ok(order.includes("fast") && !order.includes("gave-up"), order);
+  },
+);

@@ -53,8 +53,18 @@ void cv_notif_settle_alias(struct cv_notif *n, const struct cv_vnode *v);
 struct cv_reply cv_dispatch(struct cv_notif *n);
 /* The run's embedder hooks syscall nr (supervisor/hook.c). */
 int cv_hook_wants(const struct cv_run *r, int nr);
-/* A hooked call: the embedder's answer first, then what the filter's row says. */
+/* A hooked call: the embedder's answer first, then what the filter's row says. CV_REPLY_DONE
+ * when the call waits for the answer (parked; cv_hook_replies answers it). */
 struct cv_reply cv_hook_answer(struct cv_notif *n);
+/* The hook socket may have answers: poll it for POLLIN. */
+int cv_hook_readable(const struct cv_run *r);
+/* Read the answers there are and answer their parked calls (all of them, EPERM, when the hook
+ * is gone). */
+void cv_hook_replies(struct cv_run *r);
+/* The run is over: forget the parked calls (their guests are gone). */
+void cv_hook_drop_parked(struct cv_run *r);
+/* Answer notification id (the receiver's reply, for a call answered later). */
+void cv_receiver_reply(struct cv_run *r, uint64_t id, struct cv_reply rep);
 
 typedef struct cv_reply (*cv_handler_fn)(struct cv_notif *n);
 /* The function of a handler family (enum cv_handler in filter/table.h), or NULL. */

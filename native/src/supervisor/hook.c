@@ -9,10 +9,11 @@
  * dispatches a handled one. So a hook can only make the sandbox stricter: nothing it answers
  * makes a call that cvisor's own rules would refuse, or skips them.
  *
- * The receiver thread waits for the answer (every guest call of the run waits with it), but not
- * past the run's end: a kill or the deadline gives up the wait. A hook that is gone (its socket
- * closed, a broken message) fails the call closed, EPERM, and every hooked call after it; the
- * refusal is in the run's denials. */
+ * A described call is parked until its answer comes (cv_hook_replies, from the receiver's loop):
+ * the receiver goes on with the run's other calls meanwhile, so a handler that takes its time
+ * holds only the thread that asked. The run's end (exit, kill, deadline) drops what is parked.
+ * A hook that is gone (its socket closed, a broken message) fails the calls waiting and every
+ * hooked call after it closed, EPERM; the refusal is in the run's denials. */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -175,51 +176,154 @@ static int describe_strings(struct cv_notif *n, struct msg *m, uint32_t *nstr, i
     return cv_guest_valid(&n->g) ? 0 : -ESRCH;
 }
 
-/* The hook's answer to message seq: CV_REPLY_CONTINUE (allow: cvisor goes on), an errno, or a
- * value the call returns without being made; EPERM when the hook is gone or the run ends. */
-static struct cv_reply await_answer(struct cv_run *r, uint64_t seq) {
-    for (;;) {
-        int wait_ms = -1;
-        if (r->timeout_ms) {
-            double left = r->timeout_ms - cv_ms_since(&r->t0);
-            wait_ms = left <= 0 ? 0 : (int)left + 1;
-        }
-        struct pollfd pf[2] = {{r->hook_fd, POLLIN, 0}, {r->ctl_efd, POLLIN, 0}};
-        int pr = poll(pf, 2, wait_ms);
-        if (pr < 0 && errno == EINTR) continue;
-        /* The run is ending (a kill, the deadline): the receiver's loop takes it from here. */
-        if (pr <= 0 || (pf[1].revents & POLLIN)) return cv_err(EPERM);
-        struct cv_hook_reply rep;
-        ssize_t got = recv(r->hook_fd, &rep, sizeof rep, MSG_WAITALL);
-        if (got != (ssize_t)sizeof rep) {
-            r->hook_dead = 1;
-            return cv_err(EPERM);
-        }
-        if (rep.seq != seq) continue; /* an answer to a call given up on */
-        if (rep.action == CV_HOOK_ALLOW) return cv_continue();
-        if (rep.action == CV_HOOK_RESULT) return cv_val(rep.value);
-        if (rep.action != CV_HOOK_DENY || rep.err < 0 || rep.err >= 4096) {
-            r->hook_dead = 1;
-            return cv_err(EPERM);
-        }
-        return cv_err(rep.err ? rep.err : EPERM);
-    }
-}
-
 _Static_assert(CV_MAX_NR == CV_FILTER_NR_MAX, "the run's syscall sets are the filter's");
+_Static_assert(sizeof(((struct cv_run *)0)->hook_rbuf) == sizeof(struct cv_hook_reply), "a reply's size");
 
 int cv_hook_wants(const struct cv_run *r, int nr) {
     return (r->hook_fd >= 0 && cv_nr_in(r->hooked, nr)) || (r->trace_fd >= 0 && cv_nr_in(r->traced, nr));
 }
 
-/* The embedder's answer to the call described in m (await_answer's). */
-static struct cv_reply ask(struct cv_run *r, struct msg *m, uint64_t seq) {
-    if (r->hook_dead || !m->buf || m->full) return cv_err(EPERM);
+/* A hooked call waiting for the embedder's answer, with everything it was decided on: its own
+ * copy of the notification (the receiver's buffer is reused), the guest's memo, the description. */
+struct cv_hook_parked {
+    struct cv_hook_parked *next;
+    uint64_t seq;
+    uint32_t policy;
+    struct seccomp_notif req;
+    struct cv_notif n;
+    struct msg m;
+};
+
+/* The answer to a described call: the row applied as the filter would have, the hook's answer
+ * (CV_REPLY_CONTINUE for allow) within it; then the trace line, and the memo ends. */
+static struct cv_reply decide(struct cv_notif *n, uint32_t policy, struct cv_reply answer, struct msg *m) {
+    struct cv_run *r = n->run;
+    const struct seccomp_data *d = &n->req->data;
+    uint32_t action = policy & SECCOMP_RET_ACTION_FULL;
+    int hooked = r->hook_fd >= 0 && cv_nr_in(r->hooked, d->nr);
+    struct cv_reply rep;
+    if (hooked && r->hook_dead) {
+        const char *name = cv_syscall_name(d->nr);
+        cv_run_deny(r, d->nr, name ? name : "", "the onSyscall hook is gone: the call fails closed");
+        rep = cv_err(EPERM);
+    } else if (action == SECCOMP_RET_ERRNO) {
+        rep = cv_err((int)(policy & SECCOMP_RET_DATA)); /* cvisor's refusal stands, whatever the hook says */
+    } else if (answer.kind != CV_REPLY_CONTINUE) {
+        rep = answer; /* the hook's errno, or its value: the call is not made */
+    } else if (action == SECCOMP_RET_ALLOW) {
+        rep = cv_continue(); /* the filter's own ALLOW */
+    } else if (action == SECCOMP_RET_USER_NOTIF) {
+        n->decided = hooked;
+        rep = cv_dispatch(n);
+    } else {
+        rep = cv_err(ENOSYS);
+    }
+    if (r->trace_fd >= 0 && cv_nr_in(r->traced, d->nr) && m->buf)
+        cv_trace_line(r, (const struct cv_hook_req *)(void *)m->buf, m->buf + sizeof(struct cv_hook_req),
+                      m->len - sizeof(struct cv_hook_req), rep.kind, rep.err, rep.val);
+    cv_guest_memo_end(&n->g);
+    free(m->buf);
+    m->buf = NULL;
+    return rep;
+}
+
+static void hook_gone(struct cv_run *r);
+
+/* Send the description; on success the call waits, parked, for its answer (cv_hook_replies).
+ * 0 when parked, -1 when the hook is gone (the caller decides at once, closed). */
+static int park(struct cv_notif *n, uint32_t policy, struct msg *m, uint64_t seq) {
+    struct cv_run *r = n->run;
+    struct cv_hook_parked *p = calloc(1, sizeof *p);
+    if (!p) return -1;
     if (cv_write_full(r->hook_fd, m->buf, m->len) != (ssize_t)m->len) {
+        free(p);
+        hook_gone(r);
+        return -1;
+    }
+    p->seq = seq;
+    p->policy = policy;
+    p->req = *n->req;
+    p->n = *n;
+    p->n.req = &p->req;
+    p->n.ctx.guest = &p->n.g;
+    p->m = *m;
+    p->next = r->hook_parked;
+    r->hook_parked = p;
+    return 0;
+}
+
+static void finish_parked(struct cv_hook_parked *p, struct cv_reply answer) {
+    struct cv_reply rep = decide(&p->n, p->policy, answer, &p->m);
+    if (rep.kind != CV_REPLY_DONE) cv_receiver_reply(p->n.run, p->req.id, rep);
+    free(p);
+}
+
+/* The hook stopped answering: every call waiting for it fails closed now, and every one to come. */
+static void hook_gone(struct cv_run *r) {
+    r->hook_dead = 1;
+    while (r->hook_parked) {
+        struct cv_hook_parked *p = r->hook_parked;
+        r->hook_parked = p->next;
+        finish_parked(p, cv_err(EPERM));
+    }
+}
+
+static struct cv_hook_parked *unpark(struct cv_run *r, uint64_t seq) {
+    for (struct cv_hook_parked **pp = &r->hook_parked; *pp; pp = &(*pp)->next) {
+        if ((*pp)->seq != seq) continue;
+        struct cv_hook_parked *p = *pp;
+        *pp = p->next;
+        return p;
+    }
+    return NULL;
+}
+
+/* The answer a reply gives: continue (allow), an errno or a value; EPERM and a dead hook for a
+ * reply that is none of these. */
+static struct cv_reply answer_of(struct cv_run *r, const struct cv_hook_reply *rep) {
+    if (rep->action == CV_HOOK_ALLOW) return cv_continue();
+    if (rep->action == CV_HOOK_RESULT) return cv_val(rep->value);
+    if (rep->action != CV_HOOK_DENY || rep->err < 0 || rep->err >= 4096) {
         r->hook_dead = 1;
         return cv_err(EPERM);
     }
-    return await_answer(r, seq);
+    return cv_err(rep->err ? rep->err : EPERM);
+}
+
+int cv_hook_readable(const struct cv_run *r) { return r->hook_fd >= 0 && !r->hook_dead; }
+
+void cv_hook_replies(struct cv_run *r) {
+    for (;;) {
+        ssize_t got = recv(r->hook_fd, r->hook_rbuf + r->hook_rlen, sizeof r->hook_rbuf - r->hook_rlen, MSG_DONTWAIT);
+        if (got < 0 && (errno == EAGAIN || errno == EINTR)) return;
+        if (got <= 0) {
+            hook_gone(r); /* closed or broken */
+            return;
+        }
+        r->hook_rlen += (size_t)got;
+        if (r->hook_rlen < sizeof r->hook_rbuf) continue;
+        r->hook_rlen = 0;
+        struct cv_hook_reply rep;
+        memcpy(&rep, r->hook_rbuf, sizeof rep);
+        struct cv_hook_parked *p = unpark(r, rep.seq);
+        if (!p) continue; /* not a call we asked about: its guest is gone */
+        struct cv_reply answer = answer_of(r, &rep);
+        finish_parked(p, answer);
+        if (r->hook_dead) {
+            hook_gone(r); /* a broken answer: nothing it says after can be trusted */
+            return;
+        }
+    }
+}
+
+void cv_hook_drop_parked(struct cv_run *r) {
+    while (r->hook_parked) {
+        struct cv_hook_parked *p = r->hook_parked;
+        r->hook_parked = p->next;
+        cv_guest_memo_end(&p->n.g);
+        free(p->m.buf);
+        free(p);
+    }
 }
 
 struct cv_reply cv_hook_answer(struct cv_notif *n) {
@@ -232,7 +336,6 @@ struct cv_reply cv_hook_answer(struct cv_notif *n) {
     memcpy(args, d->args, sizeof args);
     uint32_t policy = cv_policy_eval(&o, d->arch, d->nr, args);
     uint32_t action = policy & SECCOMP_RET_ACTION_FULL;
-    const char *name = cv_syscall_name(d->nr);
     int hooked = r->hook_fd >= 0 && cv_nr_in(r->hooked, d->nr);
     struct msg m = {0};
     struct cv_hook_req h = {
@@ -258,27 +361,8 @@ struct cv_reply cv_hook_answer(struct cv_notif *n) {
         hp->len = (uint32_t)m.len;
         hp->nstr = nstr;
     }
-    struct cv_reply rep;
-    struct cv_reply answer = hooked ? ask(r, &m, h.seq) : cv_continue();
-    if (hooked && r->hook_dead) {
-        cv_run_deny(r, d->nr, name ? name : "", "the onSyscall hook is gone: the call fails closed");
-        rep = cv_err(EPERM);
-    } else if (action == SECCOMP_RET_ERRNO) {
-        rep = cv_err((int)(policy & SECCOMP_RET_DATA)); /* cvisor's refusal stands, whatever the hook says */
-    } else if (answer.kind != CV_REPLY_CONTINUE) {
-        rep = answer; /* the hook's errno, or its value: the call is not made */
-    } else if (action == SECCOMP_RET_ALLOW) {
-        rep = cv_continue(); /* the filter's own ALLOW */
-    } else if (action == SECCOMP_RET_USER_NOTIF) {
-        n->decided = hooked;
-        rep = cv_dispatch(n);
-    } else {
-        rep = cv_err(ENOSYS);
-    }
-    if (r->trace_fd >= 0 && cv_nr_in(r->traced, d->nr) && m.buf)
-        cv_trace_line(r, (const struct cv_hook_req *)(void *)m.buf, m.buf + sizeof h,
-                      m.len - sizeof h, rep.kind, rep.err, rep.val);
-    cv_guest_memo_end(&n->g);
-    free(m.buf);
-    return rep;
+    if (!hooked) return decide(n, policy, cv_continue(), &m);
+    if (!r->hook_dead && m.buf && !m.full && park(n, policy, &m, h.seq) == 0)
+        return (struct cv_reply){CV_REPLY_DONE, 0, 0};
+    return decide(n, policy, cv_err(EPERM), &m); /* no hook to ask, or nothing it could be told */
 }

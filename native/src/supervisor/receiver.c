@@ -1,7 +1,7 @@
 /* The receiver: one thread per run. It spawns the helper (through the
  * spawner thread), takes the seccomp listener, answers notifications inline
  * (so the woken guest thread is answered by the thread that received, which is
- * what SYNC_WAKE_UP rewards), enforces the deadline, kills the tree, and
+ * what SYNC_WAKE_UP rewards; an embedder's hook answers later, see hook.c), enforces the deadline, kills the tree, and
  * reports the result by closing the done pipe. */
 #include <errno.h>
 #include <fcntl.h>
@@ -69,7 +69,15 @@ static int drain_status(struct cv_run *r, struct state *s) {
     }
 }
 
-static void answer(struct cv_run *r, struct seccomp_notif *req, struct seccomp_notif_resp *resp) {
+void cv_receiver_reply(struct cv_run *r, uint64_t id, struct cv_reply rep) {
+    struct seccomp_notif_resp resp = {.id = id};
+    if (rep.kind == CV_REPLY_CONTINUE) resp.flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
+    else if (rep.kind == CV_REPLY_ERRNO) resp.error = -(rep.err ? rep.err : EIO);
+    else resp.val = rep.val;
+    ioctl(r->listener, SECCOMP_IOCTL_NOTIF_SEND, &resp); /* ENOENT: the caller died meanwhile */
+}
+
+static void answer(struct cv_run *r, struct seccomp_notif *req) {
     memset(req, 0, sizeof *req);
     if (ioctl(r->listener, SECCOMP_IOCTL_NOTIF_RECV, req) < 0) return; /* ENOENT: the caller died */
     int nr = req->data.nr;
@@ -78,13 +86,7 @@ static void answer(struct cv_run *r, struct seccomp_notif *req, struct seccomp_n
     struct cv_notif n;
     cv_notif_init(&n, r, req);
     struct cv_reply rep = cv_hook_wants(r, nr) ? cv_hook_answer(&n) : cv_dispatch(&n);
-    if (rep.kind == CV_REPLY_DONE) return;
-    memset(resp, 0, sizeof *resp);
-    resp->id = req->id;
-    if (rep.kind == CV_REPLY_CONTINUE) resp->flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
-    else if (rep.kind == CV_REPLY_ERRNO) resp->error = -(rep.err ? rep.err : EIO);
-    else resp->val = rep.val;
-    ioctl(r->listener, SECCOMP_IOCTL_NOTIF_SEND, resp); /* ENOENT: the caller died meanwhile */
+    if (rep.kind != CV_REPLY_DONE) cv_receiver_reply(r, req->id, rep);
 }
 
 /* Spawn, then take the listener the helper announces. 0 or a cv_error (result filled). */
@@ -165,17 +167,15 @@ void *cv_receiver_main(void *arg) {
     struct seccomp_notif_sizes sizes = {0};
     syscall(__NR_seccomp, SECCOMP_GET_NOTIF_SIZES, 0, &sizes);
     size_t req_size = sizes.seccomp_notif > sizeof(struct seccomp_notif) ? sizes.seccomp_notif : sizeof(struct seccomp_notif);
-    size_t resp_size = sizes.seccomp_notif_resp > sizeof(struct seccomp_notif_resp) ? sizes.seccomp_notif_resp : sizeof(struct seccomp_notif_resp);
     struct seccomp_notif *req = calloc(1, req_size);
-    struct seccomp_notif_resp *resp = calloc(1, resp_size);
 
-    if (!req || !resp) {
+    if (!req) {
         cv_run_fail(r, CV_ERR_NOMEM, "out of memory");
     } else {
         /* A helper that never got its go byte would wait for it forever. */
         if (handshake(r, &s) != 0 && r->init_pid > 0) kill(r->init_pid, SIGKILL);
     }
-    if (req && resp && r->init_pidfd >= 0) {
+    if (req && r->init_pidfd >= 0) {
         int status_open = r->status_r >= 0, listening = r->listener >= 0;
         /* Ending: the tree is killed, and killed again every few ms until the init
          * is gone (a guest forked after a scan, or before the first one, is caught by
@@ -183,11 +183,12 @@ void *cv_receiver_main(void *arg) {
         int ending = 0;
         struct timespec end_t0 = {0};
         for (;;) {
-            struct pollfd pf[4] = {
+            struct pollfd pf[5] = {
                 {listening ? r->listener : -1, POLLIN, 0},
                 {status_open ? r->status_r : -1, POLLIN, 0},
                 {r->ctl_efd, POLLIN, 0},
                 {r->init_pidfd, POLLIN, 0},
+                {cv_hook_readable(r) ? r->hook_fd : -1, POLLIN, 0}, /* answers for parked calls */
             };
             int wait_ms = -1;
             if (r->timeout_ms && !timed_out) {
@@ -195,9 +196,10 @@ void *cv_receiver_main(void *arg) {
                 wait_ms = left <= 0 ? 0 : (int)left + 1;
             }
             if (ending) wait_ms = 10;
-            int pr = poll(pf, 4, wait_ms);
+            int pr = poll(pf, 5, wait_ms);
             if (pr < 0 && errno != EINTR) break;
-            if (pf[0].revents & POLLIN) answer(r, req, resp);
+            if (pf[0].revents & POLLIN) answer(r, req);
+            if (pf[4].revents) cv_hook_replies(r);
             else if (pf[0].revents & (POLLHUP | POLLERR | POLLNVAL)) listening = 0;
             if (pf[1].revents) status_open = drain_status(r, &s);
             if (pf[2].revents & POLLIN) {
@@ -233,9 +235,9 @@ void *cv_receiver_main(void *arg) {
     uint64_t one = 1;
     if (r->ending_efd >= 0 && write(r->ending_efd, &one, sizeof one) < 0) { /* readable anyway */ }
     cv_fifo_release_all(r);
+    cv_hook_drop_parked(r);
     finish(r, &s, timed_out, killed);
     free(req);
-    free(resp);
     /* Our copies of the stdio fds go now, so captured pipes reach EOF with the run. */
     for (int i = 0; i < 3; i++)
         if (r->stdio[i] >= 0) close(r->stdio[i]), r->stdio[i] = -1;

@@ -105,6 +105,9 @@ struct cv_run {
     uint64_t traced[CV_MAX_NR / 64]; /* the syscalls traced */
     uint64_t hook_seq;        /* the last call described */
     int hook_dead;            /* it stopped answering: hooked calls fail closed */
+    struct cv_hook_parked *hook_parked; /* calls waiting for its answer (supervisor/hook.c) */
+    unsigned char hook_rbuf[24]; /* a reply read in part */
+    size_t hook_rlen;
     int signals_scoped;       /* Landlock scopes signals here (the filter's kill family) */
 
     /* runtime */
