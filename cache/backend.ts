@@ -30,9 +30,14 @@ export interface CacheBackend {
   /**
    * Stores body as a new entry, atomically: readers see the whole entry (archive and metadata)
    * or nothing. An existing key is refused with CacheExistsError unless force. On any failure
-   * (body error included) nothing is left behind. Resolves to the stored metadata.
+   * (body error included) nothing is left behind. Resolves to the stored metadata. With a
+   * signal, the caller owns cancelling (it destroys body): no process signal listener is added.
    */
-  put(entry: NewEntry, body: Readable, options: { force: boolean }): Promise<EntryMeta>;
+  put(
+    entry: NewEntry,
+    body: Readable,
+    options: { force: boolean; signal?: AbortSignal },
+  ): Promise<EntryMeta>;
   /** Removes an entry, a damaged one too; false when there was none. */
   remove(key: string): Promise<boolean>;
   /** Removes damaged entries by the names list() gave them; how many went. */

@@ -8,7 +8,7 @@ import { createHash } from "node:crypto";
 import { Transform, type TransformCallback } from "node:stream";
 import { CvisorError, CacheError, UsageError } from "../src/core/errors.js";
 import type { Skipped } from "../src/sandbox/copy-tree.js";
-import { cleanedUpOnSignal } from "../src/sandbox/interrupt.js";
+import { abortedOr, cleanedUpOnSignal, destroyedOnAbort } from "../src/sandbox/interrupt.js";
 import { validateKey, type CacheBackend, type EntryMeta } from "./backend.js";
 import { codecOf, type Codec } from "./format/codec.js";
 import { ESTARGZ_META_NAMES, TOC_NAME, type Toc } from "./format/estargz.js";
@@ -34,6 +34,11 @@ export interface RestoreOptions {
   allowExternalLinks?: boolean;
   /** Archive bytes read so far, of total. */
   onProgress?: (read: number, total: number) => void;
+  /**
+   * Stops the restore and undoes it (the destination as it was, nothing staged left; rejects
+   * with AbortedError). Given, no process signal listener is added: cancelling is the caller's.
+   */
+  signal?: AbortSignal;
 }
 
 export interface RestoreResult {
@@ -117,6 +122,20 @@ export async function restoreCache(
   target: RestoreTarget,
   opts: RestoreOptions = {},
 ): Promise<RestoreResult> {
+  try {
+    return await restore(backend, key, target, opts);
+  } catch (err) {
+    throw abortedOr(err, opts.signal, "cache restore");
+  }
+}
+
+async function restore(
+  backend: CacheBackend,
+  key: string,
+  target: RestoreTarget,
+  opts: RestoreOptions,
+): Promise<RestoreResult> {
+  opts.signal?.throwIfAborted();
   validateKey(key);
   const restoreKeys = (opts.restoreKeys ?? []).map(validatePrefix);
   let stage: () => Staging;
@@ -135,6 +154,7 @@ export async function restoreCache(
   const report = await cleanedUpOnSignal(
     () => staging.abort(),
     () => extractAndPlace(backend, meta, codec, staging, target, opts, what),
+    opts.signal,
   );
   return {
     hit: found.hit,
@@ -155,8 +175,10 @@ async function extractAndPlace(
   what: string,
 ): Promise<ExtractReport> {
   let report: ExtractReport;
+  let stopWatching = (): void => {};
   try {
     const body = await backend.open(meta.key);
+    stopWatching = destroyedOnAbort(opts.signal, body);
     const verifier = new Verifier(
       codec,
       opts.onProgress && ((n: number) => opts.onProgress?.(n, meta.size)),
@@ -217,10 +239,13 @@ async function extractAndPlace(
         );
       }
     }
+    opts.signal?.throwIfAborted(); // an abort that came as the last bytes did: nothing is placed
     staging.commit();
   } catch (err) {
     staging.abort();
     throw err;
+  } finally {
+    stopWatching();
   }
   return report;
 }

@@ -8,6 +8,7 @@ import { CvisorError, CacheError, NotFoundError } from "../src/core/errors.js";
 import { identity } from "../src/store/fd-path.js";
 import { MergedView, ViewError } from "../src/sandbox/view.js";
 import type { Skipped } from "../src/sandbox/copy-tree.js";
+import { abortedOr, destroyedOnAbort } from "../src/sandbox/interrupt.js";
 import { VERSION } from "../src/version.js";
 import {
   CacheExistsError,
@@ -77,6 +78,11 @@ export interface SaveOptions {
   onSkip?: (s: Skipped) => void;
   /** Bytes of file contents read so far, and archive bytes written. */
   onProgress?: (read: number, written: number) => void;
+  /**
+   * Stops the save and undoes it (no entry, nothing staged left; rejects with AbortedError).
+   * Given, no process signal listener is added: cancelling is the caller's.
+   */
+  signal?: AbortSignal;
 }
 
 export type SaveResult =
@@ -92,6 +98,20 @@ export async function saveCache(
   source: CacheSource,
   opts: SaveOptions,
 ): Promise<SaveResult> {
+  try {
+    return await save(backend, key, source, opts);
+  } catch (err) {
+    throw abortedOr(err, opts.signal, "cache save");
+  }
+}
+
+async function save(
+  backend: CacheBackend,
+  key: string,
+  source: CacheSource,
+  opts: SaveOptions,
+): Promise<SaveResult> {
+  opts.signal?.throwIfAborted();
   validateKey(key);
   if (backend.readOnly) throw new CacheReadOnlyError(backend.description);
   if (!opts.force) {
@@ -188,7 +208,12 @@ export async function saveCache(
       });
     }
     const packing = run(tar, estargz);
-    const putting = backend.put(entry, counter, { force: opts.force === true });
+    const putting = backend.put(entry, counter, {
+      force: opts.force === true,
+      ...(opts.signal ? { signal: opts.signal } : {}),
+    });
+    const stopWatching = destroyedOnAbort(opts.signal, tar, counter);
+    putting.finally(stopWatching).catch(() => undefined);
     // A backend that gave up stops the packer too, or it would wait for a reader forever.
     putting.catch((err: unknown) =>
       tar.destroy(err instanceof Error ? err : new Error(String(err))),

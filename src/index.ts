@@ -14,6 +14,7 @@ export type {
   SyscallHook,
 } from "./sandbox/syscall-hook.js";
 export {
+  AbortedError,
   CacheError,
   ConflictError,
   CopyError,
@@ -37,7 +38,7 @@ export type {
 } from "./sandbox/types.js";
 export type { Change } from "./sandbox/changes.js";
 export type { CopyFilesOptions, CopyReport, Skipped } from "./sandbox/copy.js";
-export type { ExportSummary } from "./sandbox/export-file.js";
+export type { ExportOptions, ExportSummary } from "./sandbox/export-file.js";
 export type { SandboxInfo } from "./sandbox/manage.js";
 export type {
   CacheFormat,

@@ -148,7 +148,11 @@ export class DiskBackend implements CacheBackend {
     }
   }
 
-  async put(entry: NewEntry, body: Readable, options: { force: boolean }): Promise<EntryMeta> {
+  async put(
+    entry: NewEntry,
+    body: Readable,
+    options: { force: boolean; signal?: AbortSignal },
+  ): Promise<EntryMeta> {
     if (this.readOnly) {
       body.destroy();
       throw new CacheReadOnlyError(this.description);
@@ -174,6 +178,7 @@ export class DiskBackend implements CacheBackend {
     return cleanedUpOnSignal(
       () => rmSync(staged, { recursive: true, force: true }),
       () => this.write(entry, body, staged, final, options.force),
+      options.signal,
     );
   }
 

@@ -247,7 +247,11 @@ class S3Backend implements CacheBackend {
     }
   }
 
-  async put(entry: NewEntry, body: Readable, options: { force: boolean }): Promise<EntryMeta> {
+  async put(
+    entry: NewEntry,
+    body: Readable,
+    options: { force: boolean; signal?: AbortSignal },
+  ): Promise<EntryMeta> {
     // Listening at once: a body that fails while the lookups below run must not crash the process.
     const failure: { error?: unknown } = {};
     body.on("error", (err) => (failure.error ??= err));

@@ -35,10 +35,19 @@ export function cvErrorName(code: number): CvErrorName | undefined {
  *  - store: cvisor's own state is damaged, or made by a newer cvisor;
  *  - cache: a cache backend or archive failed (I/O, a damaged or hostile archive);
  *  - copy: copying files in or out failed part way (nothing was changed);
- *  - setup: this host or install cannot run sandboxes (the core, the kernel, the state dir).
+ *  - setup: this host or install cannot run sandboxes (the core, the kernel, the state dir);
+ *  - aborted: the caller's AbortSignal stopped it (nothing was changed).
  */
 export type ErrorKind =
-  "usage" | "not-found" | "conflict" | "store" | "cache" | "copy" | "setup" | "internal";
+  | "usage"
+  | "not-found"
+  | "conflict"
+  | "store"
+  | "cache"
+  | "copy"
+  | "setup"
+  | "aborted"
+  | "internal";
 
 /** Options of every CvisorError. */
 export interface ErrorOptions {
@@ -129,6 +138,19 @@ export class SetupError extends CvisorError {
   constructor(message: string, code = "ESETUP", options?: ErrorOptions) {
     super(message, code, options);
     this.name = "SetupError";
+  }
+}
+
+/**
+ * The caller's AbortSignal stopped the operation; what it had begun was undone. `name` is
+ * "AbortError" as for Node's own aborted calls; `cause` is the signal's reason.
+ */
+export class AbortedError extends CvisorError {
+  override readonly kind = "aborted";
+  override readonly exitCode: number = 130;
+  constructor(message: string, options?: ErrorOptions) {
+    super(message, "ABORT_ERR", options);
+    this.name = "AbortError";
   }
 }
 

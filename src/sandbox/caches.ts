@@ -100,6 +100,7 @@ export class Cache {
         force: options.force === true,
         onSkip: options.onSkip,
         onProgress: options.onProgress,
+        signal: options.signal,
       });
       return r.saved
         ? { saved: true, entry: r.meta, report: r.report }
@@ -144,6 +145,7 @@ export class Cache {
         allowExternalLinks: options.allowExternalLinks === true,
         onSkip: options.onSkip,
         onProgress: options.onProgress,
+        signal: options.signal,
       });
     } finally {
       inUse?.release();

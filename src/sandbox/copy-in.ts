@@ -361,6 +361,7 @@ export async function copyIn(
         }
         upper.publish();
       },
+      opts.signal,
     );
     return copier.report;
   } finally {

@@ -338,6 +338,7 @@ export async function copyOut(
         }
         staged.publish();
       },
+      opts.signal,
     );
     return copier.report;
   } finally {

@@ -49,6 +49,11 @@ export interface CopyHooks {
   onSkip?: (skipped: Skipped) => void;
   /** Called as the copy goes (after each entry and each chunk of file data); throttle it. */
   onProgress?: (report: CopyReport) => void;
+  /**
+   * Stops the copy at its next entry or chunk and undoes it (the promise rejects with an
+   * AbortedError). Given, no process signal listener is added: cancelling is the caller's.
+   */
+  signal?: AbortSignal;
 }
 
 export interface CopyOptions extends CopyHooks {
@@ -245,8 +250,9 @@ export class TreeCopier<D, T> {
     this.opts.onProgress?.(this.report);
   }
 
-  /** Yields to the event loop now and then: SIGINT's handler runs between two entries. */
+  /** Yields to the event loop now and then (SIGINT's handler runs between two entries); stops here on an abort. */
   private async breathe(): Promise<void> {
+    this.opts.signal?.throwIfAborted();
     const now = Date.now();
     if (now - this.lastBreath < BREATHE_MS) return;
     await new Promise<void>((done) => setImmediate(done));

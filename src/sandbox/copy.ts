@@ -7,6 +7,7 @@ import { CopyError, CvisorError, restated, UsageError } from "../core/errors.js"
 import { defaultHiddenPaths } from "../paths.js";
 import { errCode } from "../store/fd-path.js";
 import type { CopyHooks, CopyReport } from "./copy-tree.js";
+import { abortedOr } from "./interrupt.js";
 
 export type { CopyReport, Skipped } from "./copy-tree.js";
 
@@ -47,6 +48,7 @@ export async function copyFiles(
     hidden: defaultHiddenPaths(process.env),
     onSkip: opts.onSkip,
     onProgress: opts.onProgress,
+    signal: opts.signal,
   };
   try {
     if (direction === "in") checkHostSources(sources); // before the sandbox is made
@@ -58,8 +60,10 @@ export async function copyFiles(
     } finally {
       sb.release();
     }
-  } catch (err) {
-    if (err instanceof CvisorError && err.code === "ENOSANDBOX") throw err;
+  } catch (caught) {
+    const err = abortedOr(caught, opts.signal, "cp");
+    if (err instanceof CvisorError && (err.code === "ENOSANDBOX" || err.kind === "aborted"))
+      throw err;
     const message = err instanceof Error ? err.message : String(err);
     const said = message.startsWith("cp") ? message : `cp: ${message}`;
     if (err instanceof CvisorError) throw restated(err, said);

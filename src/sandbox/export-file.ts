@@ -6,9 +6,9 @@ import { createWriteStream, openSync, renameSync, rmSync } from "node:fs";
 import { basename, dirname, join } from "node:path";
 import type { Writable } from "node:stream";
 import { getSystemErrorMap } from "node:util";
-import { CopyError } from "../core/errors.js";
+import { AbortedError, CopyError } from "../core/errors.js";
 import { ownerRecord, removeDeadLeftovers } from "../store/owner.js";
-import { cleanedUpOnSignal } from "./interrupt.js";
+import { abortedOr, cleanedUpOnSignal } from "./interrupt.js";
 import { sandboxLayers } from "./manage.js";
 
 /** What an export wrote. */
@@ -26,13 +26,31 @@ function errorText(err: unknown): string {
   return known ? known[1] : (err as Error).message;
 }
 
+/** Options of an export. */
+export interface ExportOptions {
+  /**
+   * Stops the export and undoes it: a file is left as it was, a stream is destroyed (the
+   * promise rejects with an AbortedError). Given, no process signal listener is added.
+   */
+  signal?: AbortSignal;
+}
+
 /** Writes the named sandbox's changes to `to`: a file path, or a stream (which it ends). */
-export async function exportChanges(name: string, to: string | Writable): Promise<ExportSummary> {
+export async function exportChanges(
+  name: string,
+  to: string | Writable,
+  opts: ExportOptions = {},
+): Promise<ExportSummary> {
   const { writeLayer } = await import("./export-layer.js");
+  const { signal } = opts;
   const layers = sandboxLayers(name);
   const summary: ExportSummary = { entries: 0, bytes: 0 };
   if (typeof to !== "string") {
-    await writeLayer(layers, to, summary);
+    try {
+      await writeLayer(layers, to, summary, signal);
+    } catch (err) {
+      throw abortedOr(err, signal, "export");
+    }
     return summary;
   }
   const file = to;
@@ -43,13 +61,16 @@ export async function exportChanges(name: string, to: string | Writable): Promis
     // Opened here, not by the stream in the thread pool: a signal's cleanup must never run
     // before the file exists and then see it appear.
     const fd = openSync(tmp, "wx", 0o644);
-    await writeLayer(layers, createWriteStream("", { fd }), summary);
+    await writeLayer(layers, createWriteStream("", { fd }), summary, signal);
+    signal?.throwIfAborted();
     renameSync(tmp, file);
   };
   try {
-    await cleanedUpOnSignal(() => rmSync(tmp, { force: true }), write);
+    await cleanedUpOnSignal(() => rmSync(tmp, { force: true }), write, signal);
   } catch (err) {
     rmSync(tmp, { force: true });
+    const aborted = abortedOr(err, signal, "export");
+    if (aborted instanceof AbortedError) throw aborted;
     throw new CopyError(`cannot write ${file}: ${errorText(err)}`, "EEXPORT");
   }
   return summary;

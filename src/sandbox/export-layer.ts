@@ -20,7 +20,9 @@ export async function writeLayer(
   layers: readonly string[],
   out: Writable,
   summary: { entries: number; bytes: number },
+  signal?: AbortSignal,
 ): Promise<void> {
+  signal?.throwIfAborted();
   const tar = tarPack();
   const done = new Promise<void>((resolve, reject) => {
     out.on("error", reject);
@@ -30,6 +32,25 @@ export async function writeLayer(
     );
   });
   done.catch(() => undefined); // awaited at the end; a failed entry may throw first
+  // An abort stops the walk at once: the output is destroyed, and whatever step is waiting on
+  // it gives up (a destroyed pack may never call an entry's callback).
+  let reading: ReturnType<typeof createReadStream> | undefined; // the file being copied
+  const aborted =
+    signal &&
+    new Promise<never>((_, reject) => {
+      signal.addEventListener(
+        "abort",
+        () => {
+          reject(signal.reason as Error);
+          reading?.destroy();
+          tar.destroy();
+          out.destroy();
+        },
+        { once: true },
+      );
+    });
+  aborted?.catch(() => undefined);
+  const step = <T>(p: Promise<T>): Promise<T> => (aborted ? Promise.race([p, aborted]) : p);
   tar.pipe(out);
   const firstPath = new Map<string, string>(); // dev:ino -> the first name of a hard-linked file
   for (const e of walkEffective(layers)) {
@@ -54,51 +75,55 @@ export async function writeLayer(
       const slash = rel.lastIndexOf("/");
       const name = `${rel.slice(0, slash + 1)}${WHITEOUT_PREFIX}${rel.slice(slash + 1)}`;
       summary.entries++;
-      await entry(tar, marker(name));
+      await step(entry(tar, marker(name)));
       continue;
     }
     if (e.rel === "") {
       // The root itself is not an entry; only whether it hides the host's.
       if (e.opaque) {
         summary.entries++;
-        await entry(tar, marker(OPAQUE_MARKER));
+        await step(entry(tar, marker(OPAQUE_MARKER)));
       }
       continue;
     }
     summary.entries++;
     if (st.isDirectory()) {
-      await entry(tar, { ...base, type: "directory" });
+      await step(entry(tar, { ...base, type: "directory" }));
       if (e.opaque) {
         summary.entries++;
-        await entry(tar, marker(`${rel}/${OPAQUE_MARKER}`));
+        await step(entry(tar, marker(`${rel}/${OPAQUE_MARKER}`)));
       }
     } else if (st.isSymbolicLink()) {
-      await entry(tar, { ...base, type: "symlink", linkname: readlinkSync(e.path, "utf8") });
+      await step(entry(tar, { ...base, type: "symlink", linkname: readlinkSync(e.path, "utf8") }));
     } else if (st.isFIFO()) {
-      await entry(tar, { ...base, type: "fifo" });
+      await step(entry(tar, { ...base, type: "fifo" }));
     } else if (st.isFile()) {
       const id = `${st.dev}:${st.ino}`;
       const first = st.nlink > 1 ? firstPath.get(id) : undefined;
       if (first !== undefined) {
-        await entry(tar, { ...base, type: "link", linkname: first });
+        await step(entry(tar, { ...base, type: "link", linkname: first }));
         continue;
       }
       if (st.nlink > 1) firstPath.set(id, rel);
       summary.bytes += st.size;
       const fd = openFileChecked(e.path, st);
-      await new Promise<void>((resolve, reject) => {
-        const sink = tar.entry({ ...base, type: "file", size: st.size }, (err) =>
-          err ? reject(err) : resolve(),
-        );
-        sink.on("error", reject); // the output failed: the callback alone leaves it unhandled
-        createReadStream(e.path, { fd }).on("error", reject).pipe(sink);
-      });
+      await step(
+        new Promise<void>((resolve, reject) => {
+          const sink = tar.entry({ ...base, type: "file", size: st.size }, (err) =>
+            err ? reject(err) : resolve(),
+          );
+          sink.on("error", reject); // the output failed: the callback alone leaves it unhandled
+          reading = createReadStream(e.path, { fd });
+          reading.on("error", reject).pipe(sink);
+        }),
+      );
+      reading = undefined;
     } else {
       summary.entries--; // sockets, devices: not representable in a layer the guest could make
     }
   }
   tar.finalize();
-  await done;
+  await step(done);
 }
 
 function entry(tar: ReturnType<typeof tarPack>, header: EntryHeader): Promise<void> {

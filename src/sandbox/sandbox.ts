@@ -14,7 +14,7 @@ import * as native from "../core/native.js";
 import type { Change } from "./changes.js";
 import type { CopyFilesOptions, CopyReport } from "./copy.js";
 import { parseDuration } from "./duration.js";
-import type { ExportSummary } from "./export-file.js";
+import type { ExportOptions, ExportSummary } from "./export-file.js";
 import type { SandboxInfo } from "./manage.js";
 import { checkArgv, runSpec } from "./native-run.js";
 import { closeLayer, openLayer } from "./open-layer.js";
@@ -188,10 +188,10 @@ export class Sandbox {
    * Writes this named sandbox's changes as one OCI image layer tarball to `to`: a file (written
    * beside it and renamed onto it) or a stream (which it ends).
    */
-  async export(to: string | Writable): Promise<ExportSummary> {
+  async export(to: string | Writable, options: ExportOptions = {}): Promise<ExportSummary> {
     const name = this.named("export");
     const { exportChanges } = await import("./export-file.js");
-    return exportChanges(name, to);
+    return exportChanges(name, to, options);
   }
 
   /**

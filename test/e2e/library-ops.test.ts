@@ -8,6 +8,7 @@ import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSyn
 import { join } from "node:path";
 import { PassThrough } from "node:stream";
 import {
+  AbortedError,
   Cache,
   NotFoundError,
   RunFailedError,
@@ -289,3 +290,128 @@ gtest("library: the host directory a restore replaces is the one named", async (
   assert.deepEqual(readdirSync(join(parent, "dir")).sort(), ["deeper", "nested.txt"]);
   assert.equal(readFileSync(join(parent, "keep.txt"), "utf8"), "kept");
 });
+
+/** Every path under dir with its size, sorted: what an aborted operation must leave as it was. */
+function tree(dir: string): string[] {
+  const out: string[] = [];
+  const walk = (d: string, rel: string): void => {
+    for (const e of readdirSync(d, { withFileTypes: true })) {
+      const p = join(d, e.name);
+      const r = `${rel}${e.name}`;
+      if (e.isDirectory()) {
+        out.push(`${r}/`);
+        walk(p, `${r}/`);
+      } else out.push(`${r} ${e.isFile() ? readFileSync(p).length : "-"}`);
+    }
+  };
+  walk(dir, "");
+  return out.sort();
+}
+
+gtest(
+  "library: an AbortSignal stops cp, export and cache save/restore part way; nothing changes",
+  async (fx) => {
+    const big = join(fx.scratch, "big");
+    mkdirSync(big);
+    for (let i = 0; i < 300; i++) writeFileSync(join(big, `f${i}`), `file ${i}\n`.repeat(100));
+    const home = process.env.CVISOR_HOME as string;
+    const cache = new Cache({ backend: `disk:${join(store, "abort-cache")}` });
+    const sb = new Sandbox({ sandbox: "ops-abort" });
+    await sb.runCmd("mkdir -p /tmp/keep && echo kept > /tmp/keep/a", { reject: true });
+    await sb.cp(big, "/tmp/data", { direction: "in" });
+    assert.ok((await cache.save("abort-k", big)).saved);
+    const sigint = process.listenerCount("SIGINT");
+    const listeners: number[] = [];
+    /** An AbortSignal that aborts once progress says the operation is under way (call `at`). */
+    const abortAt = (at = 3): { signal: AbortSignal; progress: () => void } => {
+      const ac = new AbortController();
+      let calls = 0;
+      return {
+        signal: ac.signal,
+        progress: () => {
+          listeners.push(process.listenerCount("SIGINT"));
+          if (++calls === at) ac.abort(new Error("the user cancelled"));
+        },
+      };
+    };
+    const storeBefore = tree(home);
+    const sbBefore = (await sb.diff()).length;
+
+    // cp in and out
+    let a = abortAt();
+    const cpIn = sb.cp(big, "/tmp/big", {
+      direction: "in",
+      signal: a.signal,
+      onProgress: a.progress,
+    });
+    await assert.rejects(cpIn, (err: Error) => {
+      assert.ok(err instanceof AbortedError, String(err));
+      assert.equal(err.name, "AbortError");
+      assert.match(err.message, /^cp: aborted \(the user cancelled\)/);
+      return true;
+    });
+    const out = join(fx.scratch, "out");
+    mkdirSync(out);
+    writeFileSync(join(out, "mine"), "mine\n");
+    const outBefore = tree(out);
+    a = abortAt();
+    await assert.rejects(
+      sb.cp("/tmp/data", out, { direction: "out", signal: a.signal, onProgress: a.progress }),
+      AbortedError,
+    );
+    assert.deepEqual(tree(out), outBefore, "a copy out aborted part way changed nothing");
+
+    // export: to a stream nobody reads (it stalls), and to a file with an aborted signal
+    const stalled = new AbortController();
+    const sink = new PassThrough({ highWaterMark: 1024 });
+    const exporting = sb.export(sink, { signal: stalled.signal });
+    setTimeout(() => stalled.abort(new Error("stop")), 50);
+    await assert.rejects(exporting, AbortedError);
+    assert.ok(sink.destroyed, "the stream is destroyed");
+    const tarFile = join(out, "layer.tar");
+    await assert.rejects(sb.export(tarFile, { signal: AbortSignal.abort() }), AbortedError);
+    assert.deepEqual(tree(out), outBefore, "no archive, no temp file");
+
+    // cache save and restore
+    a = abortAt();
+    await assert.rejects(
+      cache.save("abort-k2", big, { signal: a.signal, onProgress: a.progress }),
+      AbortedError,
+    );
+    assert.deepEqual(
+      (await cache.list("abort-")).entries.map((e) => e.key),
+      ["abort-k"],
+      "no entry was made",
+    );
+    a = abortAt(1); // a small archive comes in one or two reads
+    await assert.rejects(
+      cache.restore("abort-k", out, { signal: a.signal, onProgress: a.progress }),
+      AbortedError,
+    );
+    assert.deepEqual(tree(out), outBefore, "the restore's destination is as it was");
+    a = abortAt(1);
+    await assert.rejects(
+      cache.restore(
+        "abort-k",
+        { sandbox: "ops-abort", path: "/tmp/keep" },
+        { signal: a.signal, onProgress: a.progress },
+      ),
+      AbortedError,
+    );
+
+    assert.equal(
+      (await sb.runCmd("cat /tmp/keep/a; ls /tmp/big 2>&1 | head -1")).stdout.split("\n")[0],
+      "kept",
+    );
+    assert.equal((await sb.diff()).length, sbBefore, "the sandbox is as it was");
+    assert.deepEqual(tree(home), storeBefore, "nothing staged is left in the store");
+    assert.deepEqual(readdirSync(join(store, "abort-cache", "tmp")), [], "nor in the cache");
+    assert.ok(listeners.length >= 11, `progress came (${listeners.length})`);
+    assert.ok(
+      listeners.every((n) => n === sigint),
+      "with a signal, no SIGINT listener is added",
+    );
+    await Sandbox.remove("ops-abort");
+  },
+  { timeout: 120_000 },
+);
