@@ -19,7 +19,12 @@ const lazy = {
   "./commands/all.js": "./src/cli/commands/all.js",
   "./parse.js": "./src/cli/parse.js",
   "../index.js": "./src/index.js",
+  // The interactive run (a pty relayed on the event loop: node:tty, node:net, the library's
+  // streams), imported by the run command only when the guest gets a terminal of its own.
+  "../terminal-run.js": "./src/cli/terminal-run.js",
 };
+/** Who may import each lazy module lazily (main.ts, unless said here). */
+const lazyImporter = { "../terminal-run.js": join(root, "src", "cli", "commands", "run.ts") };
 
 // What the CLI uses of node:os (checked against the bundle below): only these are forwarded.
 const OS_KEYS = ["constants", "homedir"];
@@ -72,8 +77,8 @@ const result = await build({
       setup(b) {
         b.onResolve({ filter: /^\.{1,2}\/[\w/-]+\.js$/ }, (args) => {
           const to = lazy[args.path];
-          const fromMain = args.importer === join(root, "src", "cli", "main.ts");
-          return to && fromMain && args.kind === "dynamic-import"
+          const importer = lazyImporter[args.path] ?? join(root, "src", "cli", "main.ts");
+          return to && args.importer === importer && args.kind === "dynamic-import"
             ? { path: to, external: true }
             : undefined;
         });

@@ -29,7 +29,7 @@
 extern "C" {
 #endif
 
-#define CV_ABI_VERSION 5
+#define CV_ABI_VERSION 6
 
 #define CV_API __attribute__((visibility("default")))
 
@@ -109,6 +109,10 @@ CV_API int cv_run_set_hook(cv_run *r, const int32_t *nrs, size_t n, int sock_fd)
  * to its own dup of fd). */
 CV_API int cv_run_set_trace(cv_run *r, const int32_t *nrs, size_t n, int fd);
 CV_API int cv_run_set_hostname(cv_run *r, const char *name);    /* the guest's nodename (default "cvisor"); copied */
+/* The guest gets a session of its own whose controlling terminal is its stdin (the slave of
+ * cv_openpty): the sandbox's init starts the session and takes the terminal before any guest
+ * code runs, so job control and ^C work on it as on a login terminal. */
+CV_API int cv_run_set_ctty(cv_run *r);
 /* The sandbox's copy-on-write layer: upper_dir is the writable tree the guest's changes land
  * in (docs/ARCHITECTURE.md, "The overlay"), work_dir a private directory on the same
  * filesystem for atomic copy-ups. When upper_dir does not exist, both (absolute paths with one
@@ -156,6 +160,12 @@ CV_API int cv_pipe(int fds[2]);
 CV_API int cv_close(int fd);
 /* A connected pair of stream sockets, close-on-exec (the hook channel). */
 CV_API int cv_socketpair(int fds[2]);
+/* A new pseudo-terminal of cols x rows: fds[0] the master (the caller's end: what the guest
+ * writes is read there, what is written there is the guest's input), fds[1] the slave (the
+ * guest's stdio, with cv_run_set_ctty). Both close-on-exec, neither a controlling terminal. */
+CV_API int cv_openpty(int fds[2], uint16_t cols, uint16_t rows);
+/* The window size of the pty whose master is fd (the guest gets SIGWINCH). */
+CV_API int cv_pty_resize(int master_fd, uint16_t cols, uint16_t rows);
 /* The number of a syscall the filter table knows ("openat" → 257), or CV_ERR_INVALID. */
 CV_API int cv_syscall_number(const char *name);
 /* renameat2(RENAME_EXCHANGE): swaps two paths at once (a directory replaced with no moment

@@ -32,6 +32,8 @@ export interface RunPlan {
   trace: string[];
   /** --trace-file: where the trace goes instead of stderr. */
   traceFile?: string;
+  /** -t (true) or -T (false): a pty of the guest's own or never; unset: the shell on a terminal. */
+  tty?: boolean;
 }
 
 /** Any command but the run (its action in src/cli/commands/ carries it out, loaded only then). */
@@ -107,6 +109,7 @@ export interface RootOptions {
   sandbox?: string;
   trace?: string[];
   traceFile?: string;
+  tty?: boolean;
 }
 
 /** The run plan for parsed options and the command after `--` (an error plan if invalid). */
@@ -172,6 +175,7 @@ export function buildRunPlan(
   }
   if (opts.workdir !== undefined) plan.workdir = opts.workdir;
   if (opts.sandbox !== undefined) plan.sandbox = opts.sandbox;
+  if (opts.tty !== undefined) plan.tty = opts.tty;
   return plan;
 }
 

@@ -7,7 +7,7 @@ import type * as Koffi from "koffi";
 import { coreError, cvErrorName, CV_ERROR, SetupError, UsageError } from "./errors.js";
 
 /** CV_ABI_VERSION of the header this binding was written against. */
-export const ABI_VERSION = 5;
+export const ABI_VERSION = 6;
 
 /** enum cv_run_state: how a run ended. */
 export const RUN_STATE = { EXITED: 1, SIGNALED: 2, EXEC_FAILED: 3, FAILED: 4 } as const;
@@ -39,6 +39,8 @@ export interface RunSpec {
   hook?: { syscalls: readonly number[]; fd: number } | undefined;
   /** Trace these syscalls: one line per call on fd (the run writes to its own dup). */
   trace?: { syscalls: readonly number[]; fd: number } | undefined;
+  /** The guest's session takes its stdin (a pty slave of openpty) as controlling terminal. */
+  ctty?: boolean | undefined;
 }
 
 /** cv_run_result, decoded. */
@@ -93,6 +95,7 @@ interface Binding {
   setAllowListen: Fn<[Ptr, number], number>;
   setTimeoutMs: Fn<[Ptr, number], number>;
   setHostname: Fn<[Ptr, string], number>;
+  setCtty: Fn<[Ptr], number>;
   setUpper: Fn<[Ptr, string, string], number>;
   addLower: Fn<[Ptr, string], number>;
   start: Fn<[Ptr, number[]], number>;
@@ -108,6 +111,8 @@ interface Binding {
   waitForwarding: Fn<[Ptr, number], number>;
   pipe: Fn<[Int32Array], number>;
   socketpair: Fn<[Int32Array], number>;
+  openpty: Fn<[Int32Array, number, number], number>;
+  ptyResize: Fn<[number, number, number], number>;
   syscallNumber: Fn<[string], number>;
   close: Fn<[number], number>;
   renameExchange: Fn<[string, string], number>;
@@ -315,6 +320,7 @@ const PROTOTYPES: Record<keyof Binding, string> = {
   setAllowListen: "int cv_run_set_allow_listen(cv_run *r, int a)",
   setTimeoutMs: "int cv_run_set_timeout_ms(cv_run *r, uint32_t ms)",
   setHostname: "int cv_run_set_hostname(cv_run *r, const char *name)",
+  setCtty: "int cv_run_set_ctty(cv_run *r)",
   setUpper: "int cv_run_set_upper(cv_run *r, const char *upper, const char *work)",
   addLower: "int cv_run_add_lower(cv_run *r, const char *layer_dir)",
   start: "int cv_run_start(cv_run *r, _Out_ int *done_fd)",
@@ -330,6 +336,8 @@ const PROTOTYPES: Record<keyof Binding, string> = {
   waitForwarding: "int cv_run_wait_forwarding(cv_run *r, int interactive)",
   pipe: "int cv_pipe(_Out_ int *fds)",
   socketpair: "int cv_socketpair(_Out_ int *fds)",
+  openpty: "int cv_openpty(_Out_ int *fds, uint16_t cols, uint16_t rows)",
+  ptyResize: "int cv_pty_resize(int fd, uint16_t cols, uint16_t rows)",
   syscallNumber: "int cv_syscall_number(const char *name)",
   close: "int cv_close(int fd)",
   renameExchange: "int cv_rename_exchange(const char *a, const char *b)",
@@ -478,6 +486,7 @@ export function createRun(spec: RunSpec): NativeRun {
     }
     for (const path of spec.allowUnix ?? []) check(b.allowUnix(ptr, path), `--allow-unix ${path}`);
     if (spec.hostname !== undefined) check(b.setHostname(ptr, spec.hostname), "hostname");
+    if (spec.ctty) check(b.setCtty(ptr), "the guest's terminal");
     if (spec.upper !== undefined) {
       check(
         b.setUpper(ptr, spec.upper.upper, spec.upper.work),
@@ -631,6 +640,22 @@ export function socketpair(): [number, number] {
   const fds = new Int32Array([-1, -1]);
   check(lib().socketpair(fds), "cannot create a socket pair");
   return [fds[0] ?? -1, fds[1] ?? -1];
+}
+
+/** cv_openpty: a new pseudo-terminal of cols x rows, [master, slave], both close-on-exec. */
+export function openpty(cols: number, rows: number): [number, number] {
+  const fds = new Int32Array([-1, -1]);
+  check(lib().openpty(fds, clampSize(cols, 80), clampSize(rows, 24)), "cannot open a pty");
+  return [fds[0] ?? -1, fds[1] ?? -1];
+}
+
+/** cv_pty_resize: the window size of the pty whose master is fd (the guest gets SIGWINCH). */
+export function ptyResize(fd: number, cols: number, rows: number): void {
+  check(lib().ptyResize(fd, clampSize(cols, 80), clampSize(rows, 24)), "cannot resize the pty");
+}
+
+function clampSize(n: number, fallback: number): number {
+  return Number.isInteger(n) && n > 0 ? Math.min(n, 0xffff) : fallback;
 }
 
 /** The number of a syscall the filter table knows ("openat" → 257), or undefined. */

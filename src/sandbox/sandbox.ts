@@ -86,7 +86,8 @@ export class Sandbox {
     if (stdin !== "pipe" && stdin !== "ignore" && stdin !== "inherit") {
       throw new UsageError(`spawn: stdin is "pipe", "ignore" or "inherit" (not ${String(stdin)})`);
     }
-    const started = this.start(argv, options, stdin === "pipe" ? "stream" : stdin, false);
+    const terminal = ttySize(options.tty);
+    const started = this.start(argv, options, stdin === "pipe" ? "stream" : stdin, false, terminal);
     const reject = (options.reject ?? this.options.reject) === true;
     const result = started.result.then((r) => {
       if (reject && r.exitCode !== 0) throw new RunFailedError(argv, r);
@@ -98,6 +99,11 @@ export class Sandbox {
       stderr: started.stderr ?? null,
       kill: started.kill,
       result,
+      resize: (cols, rows) => {
+        if (!started.resize)
+          throw new UsageError("resize: this process has no tty (spawn with tty)");
+        started.resize(cols, rows);
+      },
     };
   }
 
@@ -107,6 +113,7 @@ export class Sandbox {
     options: RunOptions | SpawnOptions,
     input: InputMode,
     capture: boolean,
+    terminal?: { cols: number; rows: number },
   ): Started {
     checkArgv(argv);
     const hook = options.onSyscall === undefined ? this.options.onSyscall : options.onSyscall;
@@ -117,18 +124,29 @@ export class Sandbox {
     let ours: number | undefined;
     try {
       const spec = runSpec(argv, this.options, options, layer);
-      const stdio: [number, number, number] = [
-        io.stdin(input),
-        io.output("stdout", options.stdout ?? "pipe", 1),
-        io.output("stderr", options.stderr ?? "pipe", 2),
-      ];
+      let stdio: [number, number, number];
+      if (terminal) {
+        const slave = io.terminal(terminal.cols, terminal.rows);
+        stdio = [slave, slave, slave];
+      } else {
+        stdio = [
+          io.stdin(input),
+          io.output("stdout", options.stdout ?? "pipe", 1),
+          io.output("stderr", options.stderr ?? "pipe", 2),
+        ];
+      }
       let hookSpec: native.RunSpec["hook"];
       if (hooked) {
         const [mine, theirs] = native.socketpair();
         ours = mine;
         hookSpec = { syscalls: [...hooked.keys()], fd: theirs };
       }
-      const run = native.createRun({ ...spec, stdio, hook: hookSpec });
+      const run = native.createRun({
+        ...spec,
+        stdio,
+        hook: hookSpec,
+        ctty: terminal !== undefined,
+      });
       started = startRun(run, io, capture, options.signal);
     } catch (err) {
       if (ours !== undefined) native.close(ours);
@@ -265,4 +283,15 @@ export class Sandbox {
     }
     return name;
   }
+}
+
+/** The size of a spawn's terminal, or undefined without one. */
+function ttySize(t: SpawnOptions["tty"]): { cols: number; rows: number } | undefined {
+  if (t === undefined || t === false) return undefined;
+  if (t === true) return { cols: 80, rows: 24 };
+  const ok = (n: number | undefined): boolean => n === undefined || (Number.isInteger(n) && n > 0);
+  if (typeof t !== "object" || !ok(t.cols) || !ok(t.rows)) {
+    throw new UsageError("spawn: tty is true or { cols, rows } (positive integers)");
+  }
+  return { cols: t.cols ?? 80, rows: t.rows ?? 24 };
 }

@@ -4,6 +4,7 @@
 // free whatever happens.
 import { closeSync } from "node:fs";
 import net from "node:net";
+import tty from "node:tty";
 import { constants as osConstants } from "node:os";
 import { UsageError } from "../core/errors.js";
 import * as native from "../core/native.js";
@@ -23,6 +24,8 @@ export class Stdio {
   readonly outputs: { stream: "stdout" | "stderr"; fd: number; chunks: Buffer[] }[] = [];
   /** Our write end of the guest's stdin pipe, and what to write to it (none: a stream). */
   input: { fd: number; data?: Uint8Array } | undefined;
+  /** The master of the guest's own pseudo-terminal (a tty run). */
+  ptyMaster: number | undefined;
 
   constructor(private readonly capture: boolean) {}
 
@@ -43,6 +46,18 @@ export class Stdio {
     this.guestEnds.push(w);
     this.outputs.push({ stream, fd: r, chunks: [] });
     return w;
+  }
+
+  /**
+   * A pseudo-terminal of its own for the guest: its stdin, stdout and stderr are the slave (the
+   * fd returned), which its session takes as controlling terminal; we keep the master.
+   */
+  terminal(cols: number, rows: number): number {
+    const [master, slave] = native.openpty(cols, rows);
+    this.ownEnds.add(master).add(slave);
+    this.guestEnds.push(slave);
+    this.ptyMaster = master;
+    return slave;
   }
 
   private pipe(): [number, number] {
@@ -89,6 +104,8 @@ export interface Started {
   stdin: net.Socket | undefined;
   stdout: net.Socket | undefined;
   stderr: net.Socket | undefined;
+  /** A tty run's window size (the guest gets SIGWINCH); undefined without a pty. */
+  resize: ((cols: number, rows: number) => void) | undefined;
   /** Kills the whole guest tree (nothing once it is over); a signal: to the main process only. */
   kill(signal?: NodeJS.Signals | number): void;
   /** The result, once the tree is over and the run freed; the output streams end on their own. */
@@ -145,7 +162,19 @@ export function startRun(
     }
   }
   let stdin: net.Socket | undefined;
-  if (io.input) {
+  let resize: Started["resize"];
+  if (io.ptyMaster !== undefined) {
+    // The master is both ways: the guest's output is read here, its input written here. Once
+    // every slave is closed (the tree is over), reading it fails with EIO: its end.
+    const master = io.adopt(io.ptyMaster);
+    const term = new tty.ReadStream(master);
+    term.on("error", () => term.destroy());
+    stdin = term;
+    sockets.set("stdout", term);
+    resize = (cols, rows) => {
+      if (!term.destroyed) native.ptyResize(master, cols, rows);
+    };
+  } else if (io.input) {
     stdin = new net.Socket({ fd: io.adopt(io.input.fd), readable: false, writable: true });
     // A guest that stops reading its stdin is no error.
     stdin.on("error", () => stdin?.destroy());
@@ -170,7 +199,14 @@ export function startRun(
       free();
     }
   })();
-  return { stdin, stdout: sockets.get("stdout"), stderr: sockets.get("stderr"), kill, result };
+  return {
+    stdin,
+    stdout: sockets.get("stdout"),
+    stderr: sockets.get("stderr"),
+    resize,
+    kill,
+    result,
+  };
 }
 
 /** The runs waiting on each AbortSignal: one listener per signal, however many runs share it. */

@@ -75,6 +75,14 @@ export interface RunOptions {
 export interface SpawnOptions extends Omit<RunOptions, "stdin"> {
   /** "pipe" (default): SandboxProcess.stdin, a stream the caller ends; "ignore"; "inherit". */
   stdin?: "pipe" | "ignore" | "inherit";
+  /**
+   * A pseudo-terminal of the guest's own (`true`: 80x24), as `docker run -t` gives: the guest's
+   * stdin, stdout and stderr are its slave and its session's controlling terminal (job control,
+   * ^C and ^Z work in it); `stdout` reads what the guest shows (stderr included), `stdin`
+   * types into it, `resize()` changes its size. The stdin, stdout and stderr options are
+   * ignored.
+   */
+  tty?: boolean | { cols?: number; rows?: number };
 }
 
 /** A guest started by Sandbox.spawn. */
@@ -92,6 +100,8 @@ export interface SandboxProcess {
   kill(signal?: NodeJS.Signals | number): void;
   /** How the run ended; stdout and stderr are "" in it (they were streamed). */
   result: Promise<RunResult>;
+  /** With `tty`: sets the terminal's size (the guest gets SIGWINCH). A UsageError without. */
+  resize(cols: number, rows: number): void;
 }
 
 /** A call the sandbox refused: the syscall, what it named (a path, an address), why, how often. */

@@ -152,6 +152,13 @@ test("VERSION matches package.json", () => {
   assert.equal(VERSION, pkg.version);
 });
 
+test("-t and -T: a pty forced or refused; unset by default (the shell on a terminal gets one)", () => {
+  assert.equal(run(["--", "x"]).tty, undefined);
+  assert.equal(run(["-t", "--", "vim"]).tty, true);
+  assert.equal(run(["--no-tty"]).tty, false);
+  assert.equal(run(["-T", "-t", "--", "x"]).tty, true, "the last one wins");
+});
+
 test("the fast path agrees with the full parser, or defers to it", () => {
   const lines = [
     [],
@@ -180,6 +187,10 @@ test("the fast path agrees with the full parser, or defers to it", () => {
     ["doctor"],
     ["ls"],
     ["--frob", "--", "x"],
+    ["-t", "--", "vim"],
+    ["-T"],
+    ["--tty", "--no-tty", "--", "x"],
+    ["-tT", "--", "x"],
   ];
   let fastCount = 0;
   for (const args of lines) {

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -182,7 +183,7 @@ static int still_runnable(const char *file) {
 static int init_main(int argc, char **argv) {
     long ppid = -1;
     const char *cwd = NULL;
-    int deny_network = 0, ruleset = -1, ruleset_sock = 0, host_view = 0, i = 2;
+    int deny_network = 0, ruleset = -1, ruleset_sock = 0, host_view = 0, ctty = 0, i = 2;
     static uint64_t hook_bits[CV_FILTER_NR_MAX / 64];
     const uint64_t *hooked = NULL;
     for (; i < argc; i++) {
@@ -190,6 +191,7 @@ static int init_main(int argc, char **argv) {
         if (!strcmp(argv[i], "--ppid") && i + 1 < argc) ppid = strtol(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "--cwd") && i + 1 < argc) cwd = argv[++i];
         else if (!strcmp(argv[i], "--no-network")) deny_network = 1;
+        else if (!strcmp(argv[i], "--ctty")) ctty = 1;
         else if (!strcmp(argv[i], "--host-view")) host_view = 1;
         else if (!strcmp(argv[i], "--hook") && i + 1 < argc) {
             if (parse_hooks(argv[++i], hook_bits) < 0) setup_failed(CV_ERR_INVALID, EINVAL, "cvisor-helper: bad --hook");
@@ -210,6 +212,10 @@ static int init_main(int argc, char **argv) {
     sigaction(SIGUSR1, &sa, NULL); /* no SA_RESTART: wait4 below returns EINTR */
     prctl(PR_SET_PDEATHSIG, SIGUSR1);
     if (ppid > 0 && getppid() != ppid) _exit(125);
+    /* An interactive run's terminal (a pty of its own on fd 0): the init leads a new session
+     * with it as controlling terminal, before any filter, and the guest is born in front. */
+    if (ctty && (setsid() < 0 || ioctl(0, TIOCSCTTY, 0) < 0))
+        setup_failed(CV_ERR_SPAWN, errno, "taking the sandbox's terminal (setsid, TIOCSCTTY)");
     fcntl(CV_HELPER_STATUS_FD, F_SETFD, FD_CLOEXEC);
     fcntl(CV_HELPER_GO_FD, F_SETFD, FD_CLOEXEC);
     if (ruleset > CV_HELPER_GO_FD) {

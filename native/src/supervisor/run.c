@@ -228,6 +228,12 @@ CV_API int cv_run_set_timeout_ms(cv_run *r, uint32_t ms) {
     return 0;
 }
 
+CV_API int cv_run_set_ctty(cv_run *r) {
+    NOT_STARTED(r);
+    r->ctty = 1;
+    return 0;
+}
+
 CV_API int cv_run_set_hostname(cv_run *r, const char *name) {
     NOT_STARTED(r);
     free(r->hostname);

@@ -96,6 +96,7 @@ struct cv_run {
     dev_t stdio_rdev[3]; /* terminal devices among the stdio fds (0: none) */
     int network;
     int allow_listen;
+    int ctty;                 /* the guest's session takes its stdin as controlling terminal */
     char **allow_unix;        /* host unix sockets the guest may reach (real paths) */
     size_t nallow_unix, allow_unix_cap;
     uint32_t timeout_ms;

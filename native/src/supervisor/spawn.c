@@ -88,7 +88,7 @@ static int do_spawn(struct cv_run *r, char *msg, size_t msglen) {
     status[1] = above_targets(status[1]);
     go[0] = above_targets(go[0]);
     ruleset = above_targets(ruleset);
-    /* argv: helper init --ppid P [--cwd D] [--no-network] [--hook NRS] [--host-view] --ruleset-* 5 -- argv... */
+    /* argv: helper init --ppid P [--cwd D] [--no-network] [--ctty] [--hook NRS] [--host-view] --ruleset-* 5 -- argv... */
     size_t n = 0;
     char **av = calloc(r->argc + 15, sizeof *av);
     if (!av) {
@@ -105,6 +105,7 @@ static int do_spawn(struct cv_run *r, char *msg, size_t msglen) {
     av[n++] = ppid;
     if (r->cwd) { av[n++] = "--cwd"; av[n++] = r->cwd; }
     if (r->network == CV_NET_DENY) av[n++] = "--no-network";
+    if (r->ctty) av[n++] = "--ctty";
     /* The syscalls the embedder hooks or traces: notified whatever their rows say. */
     char hooks[CV_MAX_NR * 4];
     size_t hl = 0;

@@ -11,6 +11,7 @@ import { constants as osConstants } from "node:os";
 import * as native from "../../core/native.js";
 import { finishRun, runSpec } from "../../sandbox/native-run.js";
 import { toRunResult } from "../../sandbox/result.js";
+import type { RunResult } from "../../sandbox/types.js";
 import { closeLayer, openLayer } from "../../sandbox/open-layer.js";
 import { NotFoundError, UsageError } from "../../core/errors.js";
 import { writeStderr } from "../errors.js";
@@ -67,6 +68,14 @@ export const RUN_OPTIONS: readonly RunOption[] = [
   },
   { flags: "--trace-file <file>", help: "write the --trace lines to FILE instead" },
   { flags: "--json", help: "print a JSON run report on stderr at the end" },
+  {
+    flags: "-t, --tty",
+    help: "give the command a pseudo-terminal of its own (default: only for the shell, when stdin and stdout are terminals)",
+  },
+  {
+    flags: "-T, --no-tty",
+    help: "never allocate a pseudo-terminal; the guest uses cvisor's stdio",
+  },
 ];
 
 /** One option as the fast parser uses it. */
@@ -102,7 +111,8 @@ export const VALUE_FLAGS: ReadonlySet<string> = new Set(
 
 const HELP_AFTER = `
 Everything after -- is the command, verbatim. Without a command, cvisor starts $SHELL
-(else /bin/sh) in the sandbox.
+(else /bin/sh) in the sandbox, on a pseudo-terminal of its own when stdin and stdout are
+terminals (-T: on cvisor's own stdio instead; -t gives a command one too).
 
 Exit status: the command's own; 128+N when it was killed by signal N; 124 when
 --timeout fired; 125 when cvisor itself failed; 126 when the command could not be
@@ -113,6 +123,7 @@ Examples:
   cvisor --no-network --timeout 30s -- make test
   cvisor -e DEBUG=1 -e HOME -C /tmp -- sh -c 'echo $DEBUG'
   cvisor --sandbox work -- make install     (again later: the same files)
+  cvisor -t -- vim notes.txt
 `;
 
 /** A repeatable option's values, in order. */
@@ -164,22 +175,27 @@ export async function action(plan: RunPlan): Promise<number> {
         throw new NotFoundError(`--trace-file ${plan.traceFile}: ${(err as Error).message}`);
       }
     }
-    run = native.createRun({
-      ...spec,
-      stdio: [0, 1, 2],
-      ...(trace !== undefined ? { trace: { syscalls: trace, fd: traceFd ?? 2 } } : {}),
-    });
-    const { doneFd } = native.start(run);
-    native.close(doneFd); // the forwarding wait tells the end: nothing watches this fd
-    // On a terminal, SIGINT and SIGQUIT are the guest's (the terminal sends them to it too).
-    const forwarded = native.waitForwarding(run, native.isatty(0));
-    // The per-syscall counts appear only in the --json report.
-    const { raw, failure, notifications, denials } = finishRun(run, plan.json);
-    if (failure) throw failure;
-    const result = toRunResult(raw, notifications, "", "", denials);
-    // A signal that ended cvisor (and with it the tree) is cvisor's exit status, as for any
-    // process a signal ends: 128 + N.
-    if (forwarded > 0) result.exitCode = 128 + forwarded;
+    const traceSpec = trace !== undefined ? { trace: { syscalls: trace, fd: traceFd ?? 2 } } : {};
+    let result: RunResult;
+    if (wantsTerminal(plan)) {
+      // The guest's own pty, relayed on the event loop (./terminal-run.ts, loaded only here).
+      const { runOnTerminal } = await import("../terminal-run.js");
+      result = await runOnTerminal({ ...spec, ...traceSpec });
+    } else {
+      run = native.createRun({ ...spec, stdio: [0, 1, 2], ...traceSpec });
+      const { doneFd } = native.start(run);
+      native.close(doneFd); // the forwarding wait tells the end: nothing watches this fd
+      // On a terminal, SIGINT and SIGQUIT are the guest's (the terminal sends them to it too).
+      const forwarded = native.waitForwarding(run, native.isatty(0));
+      // The per-syscall counts appear only in the --json report.
+      const { raw, failure, notifications, denials } = finishRun(run, plan.json);
+      run = undefined; // freed
+      if (failure) throw failure;
+      result = toRunResult(raw, notifications, "", "", denials);
+      // A signal that ended cvisor (and with it the tree) is cvisor's exit status, as for any
+      // process a signal ends: 128 + N.
+      if (forwarded > 0) result.exitCode = 128 + forwarded;
+    }
     const message = runMessage(result, plan.argv[0] ?? "", plan.timeoutText, errnoText);
     if (message !== null) writeStderr(`cvisor: ${message}\n`);
     // What a user will want to allow: one line each (the rest is in the --json report).
@@ -193,6 +209,15 @@ export async function action(plan: RunPlan): Promise<number> {
     // CLI never gets here: the next run's sweep removes what it left).
     closeLayer(layer);
   }
+}
+
+/**
+ * A pty of the guest's own: -t always, -T never; by default for the shell (no command) when
+ * stdin and stdout are terminals, as `docker run -it` would be asked for.
+ */
+function wantsTerminal(plan: RunPlan): boolean {
+  if (plan.tty !== undefined) return plan.tty;
+  return plan.shell && native.isatty(0) && native.isatty(1);
 }
 
 /** The --trace names as syscall numbers; a name the filter table does not know is refused. */

@@ -1,0 +1,68 @@
+// The CLI's interactive run: the guest gets a pseudo-terminal of its own (its session's
+// controlling terminal), and cvisor relays it to the user's terminal, which it puts in raw mode
+// for the run (keys, ^C and ^Z included, go to the guest's terminal, whose line discipline makes
+// them signals there) and restores on every way out: the guest's exit, a signal to cvisor, a
+// failure of cvisor itself. The window size follows the user's terminal (SIGWINCH).
+import { constants as osConstants } from "node:os";
+// Loaded lazily as ESM beside the CLI's bundle (scripts/build-cli.mjs): the library's entry
+// tells these modules where the package is, as it does for the other lazy commands.
+import "../index.js";
+import type * as native from "../core/native.js";
+import { createRun } from "../core/native.js";
+import { startRun, Stdio, type Started } from "../sandbox/supervise.js";
+import type { RunResult } from "../sandbox/types.js";
+
+const ENDING_SIGNALS = ["SIGTERM", "SIGHUP", "SIGINT", "SIGQUIT"] as const;
+/** How long the last output may take to arrive once the guest tree is over. */
+const DRAIN_MS = 2000;
+
+/** Runs spec on a pty of its own, relayed to this process's terminal; resolves to the result. */
+export async function runOnTerminal(spec: Omit<native.RunSpec, "stdio">): Promise<RunResult> {
+  const stdin = process.stdin;
+  const stdout = process.stdout;
+  const io = new Stdio(false);
+  let started: Started;
+  try {
+    const slave = io.terminal(stdout.columns ?? 80, stdout.rows ?? 24);
+    const run = createRun({ ...spec, stdio: [slave, slave, slave], ctty: true });
+    started = startRun(run, io, false, undefined);
+  } catch (err) {
+    io.closeGuestEnds();
+    io.closeOwnEnds();
+    throw err;
+  }
+  const term = started.stdout;
+  if (!term) throw new Error("a terminal run without its terminal");
+  const closed = new Promise<void>((resolve) => term.on("close", () => resolve()));
+  term.on("data", (chunk: Buffer) => stdout.write(chunk));
+  const onKeys = (chunk: Buffer): void => {
+    if (!term.destroyed) term.write(chunk);
+  };
+  const onResize = (): void => started.resize?.(stdout.columns ?? 80, stdout.rows ?? 24);
+  let ending: NodeJS.Signals | undefined;
+  const onSignal = (sig: NodeJS.Signals): void => {
+    ending ??= sig;
+    started.kill();
+  };
+  const raw = stdin.isTTY === true;
+  try {
+    if (raw) stdin.setRawMode(true);
+    stdin.on("data", onKeys);
+    stdin.resume();
+    stdout.on("resize", onResize);
+    for (const sig of ENDING_SIGNALS) process.on(sig, onSignal);
+    const result = await started.result;
+    // The tree is over: what it wrote last is still in the pty, read to its end (EIO).
+    await Promise.race([closed, new Promise((resolve) => setTimeout(resolve, DRAIN_MS).unref())]);
+    // A signal that ended cvisor (and with it the tree) is cvisor's exit status: 128 + N.
+    if (ending !== undefined) result.exitCode = 128 + osConstants.signals[ending];
+    return result;
+  } finally {
+    for (const sig of ENDING_SIGNALS) process.off(sig, onSignal);
+    stdout.off("resize", onResize);
+    stdin.off("data", onKeys);
+    stdin.pause();
+    if (raw) stdin.setRawMode(false);
+    term.destroy();
+  }
+}
