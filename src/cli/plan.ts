@@ -50,7 +50,8 @@ export interface StoreCommandPlan {
     | "rollback"
     | "branch"
     | "snapshots"
-    | "cache";
+    | "cache"
+    | "ui";
   /** The command's own arguments (names, paths). */
   operands: string[];
   /** The command's own options, as commander parsed them. */

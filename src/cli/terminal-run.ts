@@ -17,7 +17,16 @@ const ENDING_SIGNALS = ["SIGTERM", "SIGHUP", "SIGINT", "SIGQUIT"] as const;
 const DRAIN_MS = 2000;
 
 /** Runs spec on a pty of its own, relayed to this process's terminal; resolves to the result. */
-export async function runOnTerminal(spec: Omit<native.RunSpec, "stdio">): Promise<RunResult> {
+export async function runOnTerminal(
+  spec: Omit<native.RunSpec, "stdio">,
+  opts: {
+    /**
+     * Stop reading the terminal once the guest is over (the CLI, which exits next): what the
+     * user types then stays in the terminal for the next program. The TUI reads it again.
+     */
+    stopReading?: boolean;
+  } = {},
+): Promise<RunResult> {
   const stdin = process.stdin;
   const stdout = process.stdout;
   const io = new Stdio(false);
@@ -35,8 +44,12 @@ export async function runOnTerminal(spec: Omit<native.RunSpec, "stdio">): Promis
   if (!term) throw new Error("a terminal run without its terminal");
   const closed = new Promise<void>((resolve) => term.on("close", () => resolve()));
   term.on("data", (chunk: Buffer) => stdout.write(chunk));
-  const onKeys = (chunk: Buffer): void => {
-    if (!term.destroyed) term.write(chunk);
+  // Read with 'readable' and read(), not 'data' and pause(): a paused stdin whose read was
+  // under way never reads again for the next reader (the TUI's Ink, after a shell).
+  const onKeys = (): void => {
+    for (let chunk: unknown; (chunk = stdin.read()) !== null;) {
+      if (!term.destroyed) term.write(chunk as Buffer | string);
+    }
   };
   const onResize = (): void => started.resize?.(stdout.columns ?? 80, stdout.rows ?? 24);
   let ending: NodeJS.Signals | undefined;
@@ -45,13 +58,22 @@ export async function runOnTerminal(spec: Omit<native.RunSpec, "stdio">): Promis
     started.kill();
   };
   const raw = stdin.isTTY === true;
+  let released = false;
+  /** The user's terminal back as it was: no relay of keys, modes restored. */
+  const release = (): void => {
+    if (released) return;
+    released = true;
+    stdin.off("readable", onKeys);
+    if (opts.stopReading) stdin.pause();
+    if (raw) stdin.setRawMode(false);
+  };
   try {
     if (raw) stdin.setRawMode(true);
-    stdin.on("data", onKeys);
-    stdin.resume();
+    stdin.on("readable", onKeys);
     stdout.on("resize", onResize);
     for (const sig of ENDING_SIGNALS) process.on(sig, onSignal);
     const result = await started.result;
+    release(); // at once: keys typed from here on are for what runs next
     // The tree is over: what it wrote last is still in the pty, read to its end (EIO).
     await Promise.race([closed, new Promise((resolve) => setTimeout(resolve, DRAIN_MS).unref())]);
     // A signal that ended cvisor (and with it the tree) is cvisor's exit status: 128 + N.
@@ -60,9 +82,25 @@ export async function runOnTerminal(spec: Omit<native.RunSpec, "stdio">): Promis
   } finally {
     for (const sig of ENDING_SIGNALS) process.off(sig, onSignal);
     stdout.off("resize", onResize);
-    stdin.off("data", onKeys);
-    stdin.pause();
-    if (raw) stdin.setRawMode(false);
+    release();
     term.destroy();
+  }
+}
+
+/**
+ * An interactive shell ($SHELL, else /bin/sh) in the named sandbox, on a pty of its own (the TUI's
+ * Enter); resolves to its exit code. The caller's terminal is the shell's until it exits.
+ */
+export async function runShell(sandbox: string): Promise<number> {
+  const [{ openLayer, closeLayer }, { runSpec }] = await Promise.all([
+    import("../sandbox/open-layer.js"),
+    import("../sandbox/native-run.js"),
+  ]);
+  const layer = openLayer(sandbox);
+  try {
+    const spec = runSpec([process.env.SHELL || "/bin/sh"], {}, {}, layer);
+    return (await runOnTerminal(spec)).exitCode;
+  } finally {
+    closeLayer(layer);
   }
 }

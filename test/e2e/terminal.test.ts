@@ -8,57 +8,15 @@ import { spawnSync } from "node:child_process";
 import { join } from "node:path";
 import { Sandbox } from "../../src/index.js";
 import { gtest } from "../helpers/guard.js";
-import { cliPath, shellQuote, uniqueToken, which } from "../helpers/repo.js";
+import { cliPath } from "../helpers/repo.js";
+import { noTmux, Pane } from "../helpers/tmux.js";
 
-const tmux = which("tmux");
-const noTmux = tmux ? false : "tmux is not installed (.ci/run installs it)";
-
-/** A tmux server of its own with one pane running an interactive bash, and ways to drive it. */
-class Pane {
-  private readonly socket = uniqueToken("cvisor-term");
-  screenText = "";
-
-  constructor(env: Record<string, string>) {
-    const vars = Object.entries(env).map(([k, v]) => `${k}=${shellQuote(v)}`);
-    // The pane's shell: after it exits the pane stays (sleep), so the screen can still be read.
-    const cmd = `env ${vars.join(" ")} HISTFILE=/dev/null PS1='$ ' bash --norc --noprofile -i; echo pane-shell-exited; sleep 600`;
-    this.tmux(["new-session", "-d", "-s", "t", "-x", "100", "-y", "30", cmd]);
-  }
-
-  tmux(args: string[]): string {
-    assert.ok(tmux);
-    const r = spawnSync(tmux, ["-L", this.socket, ...args], {
-      encoding: "utf8",
-      env: { ...process.env, TERM: "xterm" },
-    });
-    assert.equal(r.status, 0, `tmux ${args.join(" ")}: ${r.stderr}`);
-    return r.stdout;
-  }
-
-  /** Types a line (or a key such as C-c). */
-  send(keys: string, enter = true): void {
-    this.tmux(["send-keys", "-t", "t", ...(enter ? [keys, "Enter"] : [keys])]);
-  }
-
-  screen(): string {
-    this.screenText = this.tmux(["capture-pane", "-p", "-t", "t", "-S", "-200"]);
-    return this.screenText;
-  }
-
-  /** Waits until the screen matches re (a marker the step printed); returns the match. */
-  async waitFor(re: RegExp, what: string, ms = 20_000): Promise<RegExpMatchArray> {
-    const until = Date.now() + ms;
-    for (;;) {
-      const m = this.screen().match(re);
-      if (m) return m;
-      if (Date.now() > until) assert.fail(`${what}: not on the screen:\n${this.screenText}`);
-      await new Promise((resolve) => setTimeout(resolve, 100));
-    }
-  }
-
-  close(): void {
-    spawnSync(tmux ?? "tmux", ["-L", this.socket, "kill-server"]);
-  }
+/**
+ * The pane's own shell prompts again (a bare "$" line): cvisor is gone. What is typed before is
+ * still the sandbox's shell's, as keys typed ahead into any program that is about to exit.
+ */
+function outerPrompt(pane: Pane, after = "^"): Promise<RegExpMatchArray> {
+  return pane.waitFor(new RegExp(`${after}\\$ ?$`, "m"), "the pane's prompt after cvisor");
 }
 
 gtest(
@@ -99,6 +57,7 @@ gtest(
       await pane.waitFor(/^after-fg=130$/m, "fg brought it back, ^C ended it");
 
       pane.send("exit 7");
+      await outerPrompt(pane);
       pane.send(`echo outer-rc=$?; stty -g | cmp -s - ${modes}.before && echo modes-kept`);
       await pane.waitFor(/^outer-rc=7\nmodes-kept$/m, "exit 7 is cvisor's status; modes restored");
 
@@ -107,6 +66,7 @@ gtest(
       pane.send("PS1='sb$ '; echo ready-$((40+2))");
       await pane.waitFor(/^ready-42$/m, "a second shell");
       pane.send("kill -9 $$");
+      await outerPrompt(pane);
       pane.send(`echo killed-rc=$?; stty -g | cmp -s - ${modes}.before && echo modes-kept-2`);
       await pane.waitFor(/^killed-rc=137\nmodes-kept-2$/m, "kill -9 of the guest");
 
@@ -118,6 +78,7 @@ gtest(
       }).stdout.trim();
       assert.match(pids, /^\d+$/, "cvisor's own pid");
       process.kill(Number(pids), "SIGTERM");
+      await outerPrompt(pane, "(^|[#$] )"); // the shell cut off: its prompt may share our line
       pane.send(`echo term-rc=$?; stty -g | cmp -s - ${modes}.before && echo modes-kept-3`);
       await pane.waitFor(/^term-rc=143\nmodes-kept-3$/m, "SIGTERM to cvisor");
     } finally {

@@ -14,6 +14,7 @@ import * as rm from "./rm.js";
 import * as rollback from "./rollback.js";
 import * as snapshot from "./snapshot.js";
 import * as snapshots from "./snapshots.js";
+import * as ui from "./ui.js";
 import type { StoreCommandPlan } from "../plan.js";
 
 export interface CommandModule {
@@ -34,6 +35,7 @@ export const COMMANDS: Readonly<Record<StoreCommandPlan["command"], CommandModul
   branch,
   snapshots,
   cache,
+  ui,
 };
 
 /** Carries out a command the plan names; resolves to the exit code. */

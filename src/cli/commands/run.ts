@@ -180,7 +180,7 @@ export async function action(plan: RunPlan): Promise<number> {
     if (wantsTerminal(plan)) {
       // The guest's own pty, relayed on the event loop (./terminal-run.ts, loaded only here).
       const { runOnTerminal } = await import("../terminal-run.js");
-      result = await runOnTerminal({ ...spec, ...traceSpec });
+      result = await runOnTerminal({ ...spec, ...traceSpec }, { stopReading: true });
     } else {
       run = native.createRun({ ...spec, stdio: [0, 1, 2], ...traceSpec });
       const { doneFd } = native.start(run);
