@@ -81,18 +81,21 @@ export function App({ source, onShell, initial, refreshMs = 2000 }: AppProps) {
   );
   const current = list[index];
 
-  // What the selected sandbox changed: read when it is selected, and again after each reload.
+  // What the selected sandbox changed: read when it is selected and when it changed (a run, a
+  // snapshot, a rollback), not at every reload: a diff walks the whole layer.
+  const name = current?.damaged ? undefined : current?.name;
+  const version = current ? `${current.lastRun}/${current.sizeBytes}/${current.layers}` : "";
   useEffect(() => {
-    if (!current || current.damaged) return;
+    if (name === undefined) return;
     let live = true;
-    source.diff(current.name).then(
-      (list) => live && setChanges({ name: current.name, list }),
-      () => live && setChanges({ name: current.name, list: [] }),
+    source.diff(name).then(
+      (list) => live && setChanges({ name, list }),
+      (err: unknown) => live && setMessage({ text: errorText(err), error: true }),
     );
     return () => {
       live = false;
     };
-  }, [source, current?.name, current?.lastRun, current?.sizeBytes, current?.layers, current]);
+  }, [source, name, version]);
 
   const act = (p: Pending): void => {
     setMessage(undefined);

@@ -185,3 +185,25 @@ async function keys(
   await tick();
   assert.match(plain(ui.lastFrame()), /enter +open a shell/);
 }
+
+test("the list is read again and again; a sandbox's changes only when it changed", async () => {
+  const state: UiState = { sandboxes: [sb("dev")], snapshots: [], caches: [], doctor: "ok" };
+  let loads = 0;
+  let diffs = 0;
+  const source: UiSource = {
+    ...memorySource(state),
+    load: async () => (loads++, { ...state, sandboxes: state.sandboxes.map((s) => ({ ...s })) }),
+    diff: async () => (diffs++, []),
+  };
+  const ui = render(<App source={source} onShell={() => undefined} refreshMs={20} />);
+  try {
+    await tick(300);
+    assert.ok(loads >= 5, `the list was read ${loads} times`);
+    assert.equal(diffs, 1, "one diff while nothing changed");
+    state.sandboxes = [sb("dev", { lastRun: new Date(Date.now() + 1000).toISOString() })];
+    await tick(200);
+    assert.equal(diffs, 2, "read again once after a run");
+  } finally {
+    ui.unmount();
+  }
+});
