@@ -8,7 +8,7 @@ import { createHash } from "node:crypto";
 import { Transform, type TransformCallback } from "node:stream";
 import { CvisorError, CacheError, UsageError } from "../src/core/errors.js";
 import type { Skipped } from "../src/sandbox/copy-tree.js";
-import { abortedOr, cleanedUpOnSignal, destroyedOnAbort } from "../src/sandbox/interrupt.js";
+import { abortable, cleanedUpOnSignal, destroyedOnAbort } from "../src/sandbox/interrupt.js";
 import { validateKey, type CacheBackend, type EntryMeta } from "./backend.js";
 import { codecOf, type Codec } from "./format/codec.js";
 import { ESTARGZ_META_NAMES, TOC_NAME, type Toc } from "./format/estargz.js";
@@ -122,11 +122,7 @@ export async function restoreCache(
   target: RestoreTarget,
   opts: RestoreOptions = {},
 ): Promise<RestoreResult> {
-  try {
-    return await restore(backend, key, target, opts);
-  } catch (err) {
-    throw abortedOr(err, opts.signal, "cache restore");
-  }
+  return abortable(opts.signal, "cache restore", () => restore(backend, key, target, opts));
 }
 
 async function restore(
@@ -135,7 +131,6 @@ async function restore(
   target: RestoreTarget,
   opts: RestoreOptions,
 ): Promise<RestoreResult> {
-  opts.signal?.throwIfAborted();
   validateKey(key);
   const restoreKeys = (opts.restoreKeys ?? []).map(validatePrefix);
   let stage: () => Staging;

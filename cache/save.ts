@@ -8,7 +8,7 @@ import { CvisorError, CacheError, NotFoundError } from "../src/core/errors.js";
 import { identity } from "../src/store/fd-path.js";
 import { MergedView, ViewError } from "../src/sandbox/view.js";
 import type { Skipped } from "../src/sandbox/copy-tree.js";
-import { abortedOr, destroyedOnAbort } from "../src/sandbox/interrupt.js";
+import { abortable, destroyedOnAbort } from "../src/sandbox/interrupt.js";
 import { VERSION } from "../src/version.js";
 import {
   CacheExistsError,
@@ -98,11 +98,7 @@ export async function saveCache(
   source: CacheSource,
   opts: SaveOptions,
 ): Promise<SaveResult> {
-  try {
-    return await save(backend, key, source, opts);
-  } catch (err) {
-    throw abortedOr(err, opts.signal, "cache save");
-  }
+  return abortable(opts.signal, "cache save", () => save(backend, key, source, opts));
 }
 
 async function save(
@@ -111,7 +107,6 @@ async function save(
   source: CacheSource,
   opts: SaveOptions,
 ): Promise<SaveResult> {
-  opts.signal?.throwIfAborted();
   validateKey(key);
   if (backend.readOnly) throw new CacheReadOnlyError(backend.description);
   if (!opts.force) {

@@ -1,15 +1,20 @@
 // Sizes, times and tables as people read them, the same in every command's output.
 
+/** n bytes in binary steps: the value and the index of its unit (0: bytes, 1: KiB, ... 4: TiB). */
+export function scaleBytes(n: number): { value: number; unit: number } {
+  let value = n;
+  let unit = 0;
+  while (value >= 1024 && unit < 4) {
+    value /= 1024;
+    unit++;
+  }
+  return { value, unit };
+}
+
 /** 1536 -> "1.5 KB" (binary units, one decimal). */
 export function humanBytes(n: number): string {
-  const units = ["B", "KB", "MB", "GB", "TB"];
-  let v = n;
-  let u = 0;
-  while (v >= 1024 && u < units.length - 1) {
-    v /= 1024;
-    u++;
-  }
-  return `${u === 0 ? v : v.toFixed(1)} ${units[u]}`;
+  const { value, unit } = scaleBytes(n);
+  return `${unit === 0 ? value : value.toFixed(1)} ${["B", "KB", "MB", "GB", "TB"][unit]}`;
 }
 
 /** "2026-12-02T07:01:02.704Z" -> "2026-12-02 07:01:02Z"; null -> "never". */

@@ -64,6 +64,23 @@ export function destroyedOnAbort(
 }
 
 /**
+ * Runs work under signal: refused at once when it is already aborted, and whatever it fails with
+ * after an abort is the AbortedError of `what` ("cache save").
+ */
+export async function abortable<T>(
+  signal: AbortSignal | undefined,
+  what: string,
+  work: () => Promise<T>,
+): Promise<T> {
+  try {
+    signal?.throwIfAborted();
+    return await work();
+  } catch (err) {
+    throw abortedOr(err, signal, what);
+  }
+}
+
+/**
  * err as an AbortedError when signal was aborted (whatever the work failed with on its way out),
  * else err itself. what names the operation ("cp", "cache save").
  */

@@ -1,6 +1,7 @@
 // `cvisor ui`: the TUI's entry (loaded only by that command; Ink and React never load for a run).
 // It reads and acts through the library, draws with Ink, and steps aside for a shell: the screen
 // ends, the shell gets the terminal on a pty of its own, and the screen comes back after.
+import { constants as osConstants } from "node:os";
 import { render } from "ink";
 import { Sandbox } from "../sandbox/sandbox.js";
 import { Cache } from "../sandbox/caches.js";
@@ -100,11 +101,5 @@ export async function runUi(
     process.stdin.pause();
   }
   // A signal that ended cvisor is its exit status, as for any process: 128 + N.
-  return stoppedBy === undefined ? 0 : 128 + (SIGNAL_NUMBERS[stoppedBy] ?? 15);
+  return stoppedBy === undefined ? 0 : 128 + osConstants.signals[stoppedBy];
 }
-
-const SIGNAL_NUMBERS: Partial<Record<NodeJS.Signals, number>> = {
-  SIGHUP: 1,
-  SIGINT: 2,
-  SIGTERM: 15,
-};

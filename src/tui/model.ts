@@ -1,6 +1,7 @@
 // What `cvisor ui` shows, as plain data read through the library: the named sandboxes, the
 // snapshots (as a tree for one sandbox), its changes, the caches, and a one-line doctor summary.
 // No rendering here; the components (./view.tsx) draw it, the tests feed it.
+import { scaleBytes } from "../cli/human.js";
 import type { Change } from "../sandbox/changes.js";
 import type { SandboxInfo } from "../sandbox/manage.js";
 import type { EntryMeta } from "../store/cache-entry.js";
@@ -95,14 +96,8 @@ export function filtered(list: readonly SandboxInfo[], filter: string): SandboxI
 
 /** 1536 -> "1.5K": sizes in a narrow column. */
 export function shortBytes(n: number): string {
-  const units = ["B", "K", "M", "G", "T"];
-  let v = n;
-  let u = 0;
-  while (v >= 1024 && u < units.length - 1) {
-    v /= 1024;
-    u++;
-  }
-  return `${u === 0 || v >= 10 ? Math.round(v) : v.toFixed(1)}${units[u]}`;
+  const { value, unit } = scaleBytes(n);
+  return `${unit === 0 || value >= 10 ? Math.round(value) : value.toFixed(1)}${"BKMGT"[unit]}`;
 }
 
 /** An ISO time as an age: "now", "5m", "3h", "2d". */
