@@ -29,7 +29,7 @@
 extern "C" {
 #endif
 
-#define CV_ABI_VERSION 6
+#define CV_ABI_VERSION 7
 
 #define CV_API __attribute__((visibility("default")))
 
@@ -113,6 +113,11 @@ CV_API int cv_run_set_hostname(cv_run *r, const char *name);    /* the guest's n
  * cv_openpty): the sandbox's init starts the session and takes the terminal before any guest
  * code runs, so job control and ^C work on it as on a login terminal. */
 CV_API int cv_run_set_ctty(cv_run *r);
+/* Resource limits (supervisor/limits.c): the sandbox's init is written into each cgroup.procs
+ * file given (at most 8) before any guest code runs; a failure fails the run. With
+ * cv_run_watch_oom_v1, an OOM in that cgroup v1 memory cgroup kills the whole guest tree. */
+CV_API int cv_run_add_cgroup(cv_run *r, const char *procs_file);
+CV_API int cv_run_watch_oom_v1(cv_run *r, const char *memcg_dir);
 /* The sandbox's copy-on-write layer: upper_dir is the writable tree the guest's changes land
  * in (docs/ARCHITECTURE.md, "The overlay"), work_dir a private directory on the same
  * filesystem for atomic copy-ups. When upper_dir does not exist, both (absolute paths with one

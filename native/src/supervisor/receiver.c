@@ -119,6 +119,11 @@ static int handshake(struct cv_run *r, struct state *s) {
         return CV_ERR_PIDFD;
     }
     ioctl(r->listener, SECCOMP_IOCTL_NOTIF_SET_FLAGS, SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP);
+    /* Into its cgroups while it waits for go: no guest code runs outside its limits. */
+    if ((e = cv_limits_join(r, msg, sizeof msg)) != 0) {
+        cv_run_fail(r, e, "%s", msg);
+        return e;
+    }
     if (cv_write_full(r->go_w, "g", 1) != 1) {
         cv_run_fail(r, CV_ERR_HANDSHAKE, "cvisor-helper exited before the sandbox was ready");
         return CV_ERR_HANDSHAKE;
@@ -163,7 +168,7 @@ static void finish(struct cv_run *r, struct state *s, int timed_out, int killed)
 void *cv_receiver_main(void *arg) {
     struct cv_run *r = arg;
     struct state s = {0};
-    int timed_out = 0, killed = 0;
+    int timed_out = 0, killed = 0, out_of_memory = 0;
     struct seccomp_notif_sizes sizes = {0};
     syscall(__NR_seccomp, SECCOMP_GET_NOTIF_SIZES, 0, &sizes);
     size_t req_size = sizes.seccomp_notif > sizeof(struct seccomp_notif) ? sizes.seccomp_notif : sizeof(struct seccomp_notif);
@@ -183,12 +188,13 @@ void *cv_receiver_main(void *arg) {
         int ending = 0;
         struct timespec end_t0 = {0};
         for (;;) {
-            struct pollfd pf[5] = {
+            struct pollfd pf[6] = {
                 {listening ? r->listener : -1, POLLIN, 0},
                 {status_open ? r->status_r : -1, POLLIN, 0},
                 {r->ctl_efd, POLLIN, 0},
                 {r->init_pidfd, POLLIN, 0},
                 {cv_hook_readable(r) ? r->hook_fd : -1, POLLIN, 0}, /* answers for parked calls */
+                {out_of_memory ? -1 : r->oom_efd, POLLIN, 0},
             };
             int wait_ms = -1;
             if (r->timeout_ms && !timed_out) {
@@ -196,7 +202,7 @@ void *cv_receiver_main(void *arg) {
                 wait_ms = left <= 0 ? 0 : (int)left + 1;
             }
             if (ending) wait_ms = 10;
-            int pr = poll(pf, 5, wait_ms);
+            int pr = poll(pf, 6, wait_ms);
             if (pr < 0 && errno != EINTR) break;
             if (pf[0].revents & POLLIN) answer(r, req);
             if (pf[4].revents) cv_hook_replies(r);
@@ -207,9 +213,11 @@ void *cv_receiver_main(void *arg) {
                 if (read(r->ctl_efd, &v, sizeof v) < 0) { /* spurious */ }
                 if (atomic_load(&r->kill_requested) && !killed) killed = 1;
             }
+            if ((pf[5].revents & POLLIN) && cv_limits_oom(r)) out_of_memory = 1;
             if (r->timeout_ms && !timed_out && cv_ms_since(&r->t0) >= r->timeout_ms) timed_out = 1;
             /* The main guest is gone, or the run must end: nothing of the tree survives it. */
-            int must_end = (s.main_exited && s.others_left) || timed_out || killed || s.setup_failed;
+            int must_end = (s.main_exited && s.others_left) || timed_out || killed || out_of_memory ||
+                           s.setup_failed;
             if (must_end && !ending) {
                 ending = 1;
                 clock_gettime(CLOCK_MONOTONIC, &end_t0);

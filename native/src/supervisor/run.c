@@ -58,6 +58,7 @@ CV_API cv_run *cv_run_new(const char *helper_path) {
     r->fin_efd = r->ending_efd = -1;
     r->upper_fd = r->work_fd = -1;
     r->hook_fd = r->trace_fd = -1;
+    r->oom_efd = r->oom_ctl = -1;
     pthread_mutex_init(&r->fifo_lock, NULL);
     pthread_mutex_init(&r->deny_lock, NULL);
     pthread_mutex_init(&r->state_lock, NULL);
@@ -478,6 +479,7 @@ static void run_destroy(struct cv_run *r) {
     for (size_t i = 0; i < r->nabstract; i++) free(r->abstract[i]);
     free(r->abstract);
     cv_unames_free(r);
+    cv_limits_free(r);
     cv_run_denials_free(r);
     cv_locks_free(r);
     pthread_mutex_destroy(&r->state_lock);

@@ -71,6 +71,8 @@ struct cv_pty_pin; /* handlers/pty.c */
 
 struct cv_unix_name; /* handlers/sock.c */
 
+#define CV_MAX_CGROUPS 8
+
 struct cv_run {
     /* configuration, fixed once started */
     char *helper;
@@ -97,6 +99,9 @@ struct cv_run {
     int network;
     int allow_listen;
     int ctty;                 /* the guest's session takes its stdin as controlling terminal */
+    char *cgroup_procs[CV_MAX_CGROUPS]; /* cgroup.procs files the init joins (limits.c) */
+    int ncgroup;
+    int oom_efd, oom_ctl;     /* cgroup v1 OOM eventfd and its memory.oom_control, or -1 */
     char **allow_unix;        /* host unix sockets the guest may reach (real paths) */
     size_t nallow_unix, allow_unix_cap;
     uint32_t timeout_ms;
@@ -176,6 +181,10 @@ void *cv_receiver_main(void *arg);
 
 /* run.c */
 void cv_run_unref(struct cv_run *r);
+/* limits.c: join the run's cgroups (before the go byte); 1 when its memory cgroup had an OOM. */
+int cv_limits_join(struct cv_run *r, char *msg, size_t msglen);
+int cv_limits_oom(struct cv_run *r);
+void cv_limits_free(struct cv_run *r);
 void cv_run_mark_finished(struct cv_run *r);
 void cv_run_fail(struct cv_run *r, int err, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
