@@ -27,7 +27,7 @@ const lazy = {
 const lazyImporter = { "../terminal-run.js": join(root, "src", "cli", "commands", "run.ts") };
 
 // What the CLI uses of node:os (checked against the bundle below): only these are forwarded.
-const OS_KEYS = ["constants", "homedir"];
+const OS_KEYS = ["availableParallelism", "constants", "homedir"];
 
 /** A CommonJS module whose exports `keys` load `name` when first read. */
 function lazyModule(name, keys) {

@@ -1,5 +1,6 @@
 // The CLI's exit statuses (as `docker run`), and the one-line messages and JSON report
 // that go with a finished run. Pure, so the mapping is unit-tested.
+import { memoryText } from "../sandbox/limits.js";
 import type { Denial, RunResult } from "../sandbox/types.js";
 
 /** Success (and help, version). */
@@ -24,6 +25,9 @@ export function runMessage(
   errnoText: (name: string) => string,
 ): string | null {
   if (result.timedOut) return `timed out after ${timeoutText ?? "the deadline"}`;
+  const memory = result.limits?.memory;
+  if (result.limitHit === "memory" && memory)
+    return `memory limit ${memoryText(memory.limit)} reached`;
   if (result.execError === "ENOENT") return `${command}: command not found`;
   if (result.execError !== undefined) return `${command}: ${errnoText(result.execError)}`;
   return null;
@@ -52,5 +56,7 @@ export function jsonReport(result: RunResult): string {
     notifications: result.stats.notifications,
     totalNotifications: result.stats.totalNotifications,
     denials: result.denials,
+    ...(result.limits ? { limits: result.limits } : {}),
+    ...(result.limitHit ? { limitHit: result.limitHit } : {}),
   });
 }

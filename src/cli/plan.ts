@@ -2,6 +2,7 @@
 // (commander) parser and the fast path.
 import { CvisorError } from "../core/errors.js";
 import { parseDuration } from "../sandbox/duration.js";
+import { parseLimits, type ParsedLimits } from "../sandbox/limits.js";
 import { validateSandboxName } from "../store/sandboxes.js";
 import { EXIT_CVISOR } from "./exit-codes.js";
 import { VALUE_FLAGS } from "./commands/run.js";
@@ -34,6 +35,8 @@ export interface RunPlan {
   traceFile?: string;
   /** -t (true) or -T (false): a pty of the guest's own or never; unset: the shell on a terminal. */
   tty?: boolean;
+  /** --memory, --pids-limit, --cpus (checked). */
+  limits?: ParsedLimits;
 }
 
 /** Any command but the run (its action in src/cli/commands/ carries it out, loaded only then). */
@@ -111,6 +114,9 @@ export interface RootOptions {
   trace?: string[];
   traceFile?: string;
   tty?: boolean;
+  memory?: string;
+  pidsLimit?: string;
+  cpus?: string;
 }
 
 /** The run plan for parsed options and the command after `--` (an error plan if invalid). */
@@ -140,6 +146,19 @@ export function buildRunPlan(
         return { kind: "error", message: err.message, exitCode: EXIT_CVISOR };
       throw err;
     }
+  }
+  let limits: ParsedLimits | undefined;
+  try {
+    limits = parseLimits(undefined, {
+      ...(opts.memory !== undefined ? { memory: opts.memory } : {}),
+      ...(opts.pidsLimit !== undefined ? { pids: opts.pidsLimit } : {}),
+      ...(opts.cpus !== undefined ? { cpus: opts.cpus } : {}),
+    });
+  } catch (err) {
+    if (err instanceof CvisorError) {
+      return { kind: "error", message: err.message, exitCode: EXIT_CVISOR };
+    }
+    throw err;
   }
   if (opts.sandbox !== undefined) {
     try {
@@ -177,6 +196,7 @@ export function buildRunPlan(
   if (opts.workdir !== undefined) plan.workdir = opts.workdir;
   if (opts.sandbox !== undefined) plan.sandbox = opts.sandbox;
   if (opts.tty !== undefined) plan.tty = opts.tty;
+  if (limits !== undefined) plan.limits = limits;
   return plan;
 }
 

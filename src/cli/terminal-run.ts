@@ -7,8 +7,7 @@ import { constants as osConstants } from "node:os";
 // Loaded lazily as ESM beside the CLI's bundle (scripts/build-cli.mjs): the library's entry
 // tells these modules where the package is, as it does for the other lazy commands.
 import "../index.js";
-import type * as native from "../core/native.js";
-import { createRun } from "../core/native.js";
+import { createPlannedRun, type PlannedRun } from "../sandbox/native-run.js";
 import { startRun, Stdio, type Started } from "../sandbox/supervise.js";
 import type { RunResult } from "../sandbox/types.js";
 
@@ -18,7 +17,7 @@ const DRAIN_MS = 2000;
 
 /** Runs spec on a pty of its own, relayed to this process's terminal; resolves to the result. */
 export async function runOnTerminal(
-  spec: Omit<native.RunSpec, "stdio">,
+  spec: PlannedRun,
   opts: {
     /**
      * Stop reading the terminal once the guest is over (the CLI, which exits next): what the
@@ -33,7 +32,7 @@ export async function runOnTerminal(
   let started: Started;
   try {
     const slave = io.terminal(stdout.columns ?? 80, stdout.rows ?? 24);
-    const run = createRun({ ...spec, stdio: [slave, slave, slave], ctty: true });
+    const run = createPlannedRun({ ...spec, stdio: [slave, slave, slave], ctty: true });
     started = startRun(run, io, false, undefined);
   } catch (err) {
     io.closeGuestEnds();

@@ -7,7 +7,7 @@ import type * as Koffi from "koffi";
 import { coreError, cvErrorName, CV_ERROR, SetupError, UsageError } from "./errors.js";
 
 /** CV_ABI_VERSION of the header this binding was written against. */
-export const ABI_VERSION = 6;
+export const ABI_VERSION = 7;
 
 /** enum cv_run_state: how a run ended. */
 export const RUN_STATE = { EXITED: 1, SIGNALED: 2, EXEC_FAILED: 3, FAILED: 4 } as const;
@@ -41,6 +41,8 @@ export interface RunSpec {
   trace?: { syscalls: readonly number[]; fd: number } | undefined;
   /** The guest's session takes its stdin (a pty slave of openpty) as controlling terminal. */
   ctty?: boolean | undefined;
+  /** The run's cgroups (src/sandbox/cgroups.ts): joined before any guest code runs. */
+  cgroups?: { procs: readonly string[]; oomV1?: string | undefined } | undefined;
 }
 
 /** cv_run_result, decoded. */
@@ -96,6 +98,8 @@ interface Binding {
   setTimeoutMs: Fn<[Ptr, number], number>;
   setHostname: Fn<[Ptr, string], number>;
   setCtty: Fn<[Ptr], number>;
+  addCgroup: Fn<[Ptr, string], number>;
+  watchOomV1: Fn<[Ptr, string], number>;
   setUpper: Fn<[Ptr, string, string], number>;
   addLower: Fn<[Ptr, string], number>;
   start: Fn<[Ptr, number[]], number>;
@@ -321,6 +325,8 @@ const PROTOTYPES: Record<keyof Binding, string> = {
   setTimeoutMs: "int cv_run_set_timeout_ms(cv_run *r, uint32_t ms)",
   setHostname: "int cv_run_set_hostname(cv_run *r, const char *name)",
   setCtty: "int cv_run_set_ctty(cv_run *r)",
+  addCgroup: "int cv_run_add_cgroup(cv_run *r, const char *procs_file)",
+  watchOomV1: "int cv_run_watch_oom_v1(cv_run *r, const char *memcg_dir)",
   setUpper: "int cv_run_set_upper(cv_run *r, const char *upper, const char *work)",
   addLower: "int cv_run_add_lower(cv_run *r, const char *layer_dir)",
   start: "int cv_run_start(cv_run *r, _Out_ int *done_fd)",
@@ -487,6 +493,9 @@ export function createRun(spec: RunSpec): NativeRun {
     for (const path of spec.allowUnix ?? []) check(b.allowUnix(ptr, path), `--allow-unix ${path}`);
     if (spec.hostname !== undefined) check(b.setHostname(ptr, spec.hostname), "hostname");
     if (spec.ctty) check(b.setCtty(ptr), "the guest's terminal");
+    for (const file of spec.cgroups?.procs ?? []) check(b.addCgroup(ptr, file), `cgroup ${file}`);
+    const oom = spec.cgroups?.oomV1;
+    if (oom !== undefined) check(b.watchOomV1(ptr, oom), `the OOM events of ${oom}`);
     if (spec.upper !== undefined) {
       check(
         b.setUpper(ptr, spec.upper.upper, spec.upper.work),

@@ -10,10 +10,11 @@ import {
   rmSync,
   writeFileSync,
 } from "node:fs";
-import { join, relative } from "node:path";
+import { join } from "node:path";
 import { errnoName, type ProbeResult } from "../core/native.js";
 import { CREDENTIAL_STORES, credentialPaths } from "../paths.js";
 import { makeDirs } from "../store/make-dirs.js";
+import { cgroupDir, parseMountinfo, parseProcCgroup, v1Dir, type Mount } from "./cgroups.js";
 
 /** One line of the doctor's report. */
 export interface Check {
@@ -42,8 +43,9 @@ const PURPOSE: Record<string, string> = {
   helper: "starts each sandbox (seccomp filter, Landlock) and probes the kernel",
   state_dir: "named sandboxes, snapshots, caches and runs in progress live there",
   credentials: "keeping tokens and keys of common tools out of the guest's reach",
-  cgroup_v2: "resource limits (memory, processes, CPU); not used yet: cvisor sets none today",
-  cgroup_v1: "resource limits (memory, processes, CPU); not used yet: cvisor sets none today",
+  cgroup_v2: "resource limits: not used yet (cvisor enforces them with cgroup v1 today)",
+  cgroup_v1: "--memory, --pids-limit and --cpus: each run gets a cgroup of each controller",
+  limits: "which mechanism enforces each limit here, for this user",
 };
 
 function check(
@@ -217,52 +219,6 @@ function errCode(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
 }
 
-/** A mount from /proc/self/mountinfo. */
-export interface Mount {
-  root: string;
-  mountPoint: string;
-  fsType: string;
-  superOptions: string[];
-}
-
-/** Parses /proc/self/mountinfo. */
-export function parseMountinfo(text: string): Mount[] {
-  const unescape = (s: string): string =>
-    s.replace(/\\([0-7]{3})/g, (_, oct: string) => String.fromCharCode(parseInt(oct, 8)));
-  const mounts: Mount[] = [];
-  for (const line of text.split("\n")) {
-    const [left, right] = line.split(" - ");
-    if (!left || !right) continue;
-    const fields = left.split(" ");
-    const [fsType, , superOptions] = right.split(" ");
-    if (fields[3] === undefined || fields[4] === undefined || fsType === undefined) continue;
-    mounts.push({
-      root: unescape(fields[3]),
-      mountPoint: unescape(fields[4]),
-      fsType,
-      superOptions: (superOptions ?? "").split(","),
-    });
-  }
-  return mounts;
-}
-
-/** Parses /proc/self/cgroup into controller list → path ("" is the v2 hierarchy). */
-export function parseProcCgroup(text: string): Map<string, string> {
-  const paths = new Map<string, string>();
-  for (const line of text.split("\n")) {
-    const match = /^\d+:([^:]*):(.*)$/.exec(line);
-    if (match) paths.set(match[1] ?? "", match[2] ?? "/");
-  }
-  return paths;
-}
-
-/** The directory of this process's cgroup inside a mount, or null when outside it. */
-function cgroupDir(mount: Mount, path: string): string | null {
-  const rel = relative(mount.root, path);
-  if (rel.startsWith("..")) return null;
-  return join(mount.mountPoint, rel);
-}
-
 /** errno name of a failed mkdir+rmdir of a child cgroup, or null when it worked. */
 export type TryCgroup = (dir: string) => string | null;
 
@@ -305,45 +261,66 @@ export function cgroupChecks(mountinfo: string, procCgroup: string, tryDir: TryC
         ? check("cgroup_v2", v2Name, "ok", `can create cgroups under ${dir}`)
         : check("cgroup_v2", v2Name, "warn", `cannot create a cgroup under ${dir} (${err})`, v2Fix);
   }
-  return [v2, cgroupV1Check(mounts, paths, tryDir, v2.status === "ok")];
+  const v1 = v1Controllers(mounts, paths, tryDir);
+  return [v2, cgroupV1Check(v1), limitsCheck(v1, v2)];
 }
 
-function cgroupV1Check(
-  mounts: Mount[],
-  paths: Map<string, string>,
-  tryDir: TryCgroup,
-  v2Works: boolean,
-): Check {
+/** Each v1 controller a limit needs: its directory, and the errno of a try there (null: works). */
+type V1Results = Map<"memory" | "pids" | "cpu", { dir: string; err: string | null } | null>;
+
+function v1Controllers(mounts: Mount[], paths: Map<string, string>, tryDir: TryCgroup): V1Results {
+  const out: V1Results = new Map();
+  for (const controller of ["memory", "pids", "cpu"] as const) {
+    const dir = v1Dir(controller, mounts, paths);
+    out.set(controller, dir === null ? null : { dir, err: tryDir(dir) });
+  }
+  return out;
+}
+
+function cgroupV1Check(v1: V1Results): Check {
   const name = "cgroup v1 writable";
-  const results: string[] = [];
-  let ok = 0;
-  let mounted = 0;
-  for (const controller of ["memory", "pids"]) {
-    const mount = mounts.find((m) => m.fsType === "cgroup" && m.superOptions.includes(controller));
-    if (!mount) continue;
-    mounted++;
-    const path = [...paths].find(([list]) => list.split(",").includes(controller))?.[1] ?? "/";
-    const dir = cgroupDir(mount, path) ?? mount.mountPoint;
-    const err = tryDir(dir);
-    if (err === null) ok++;
-    results.push(err === null ? `${controller}: ${dir}` : `${controller}: ${err} on ${dir}`);
+  const mounted = [...v1].filter(([, r]) => r !== null);
+  if (mounted.length === 0) {
+    return check(
+      "cgroup_v1",
+      name,
+      "warn",
+      "memory, pids and cpu controllers not mounted",
+      "mount the v1 memory, pids and cpu controllers",
+    );
   }
-  if (mounted === 0) {
-    return v2Works
-      ? check("cgroup_v1", name, "ok", "not mounted (cgroup v2 is used)")
-      : check(
-          "cgroup_v1",
-          name,
-          "warn",
-          "memory and pids controllers not mounted",
-          "mount cgroup v2 or the v1 memory and pids controllers",
-        );
-  }
-  const detail = results.join("; ");
-  const fix = "run as root, or chown the memory and pids cgroups to this user";
-  if (ok === mounted) return check("cgroup_v1", name, "ok", detail);
-  if (v2Works) return check("cgroup_v1", name, "ok", `${detail} (not needed: cgroup v2 works)`);
+  const detail = mounted
+    .map(([c, r]) => (r?.err === null ? `${c}: ${r.dir}` : `${c}: ${r?.err} on ${r?.dir}`))
+    .join("; ");
+  if (mounted.every(([, r]) => r?.err === null)) return check("cgroup_v1", name, "ok", detail);
+  const fix = "run as root, or chown the memory, pids and cpu cgroups to this user";
   return check("cgroup_v1", name, "warn", detail, fix);
+}
+
+/** Per limit, what enforces it for this user here, or why nothing does. */
+function limitsCheck(v1: V1Results, v2: Check): Check {
+  const flags = { memory: "--memory", pids: "--pids-limit", cpu: "--cpus" } as const;
+  const lines: string[] = [];
+  let missing = 0;
+  for (const [controller, r] of v1) {
+    if (r !== null && r.err === null) {
+      lines.push(`${flags[controller]}: cgroup v1 (${r.dir})`);
+      continue;
+    }
+    missing++;
+    const v1Why = r === null ? `no v1 ${controller} controller` : `v1 ${controller}: ${r.err}`;
+    const v2Why = v2.status === "ok" ? "cgroup v2: not used yet" : `cgroup v2: ${v2.detail}`;
+    lines.push(`${flags[controller]}: refused here (${v1Why}; ${v2Why})`);
+  }
+  const detail = lines.join("; ");
+  if (missing === 0) return check("limits", "resource limits", "ok", detail);
+  return check(
+    "limits",
+    "resource limits",
+    "warn",
+    detail,
+    "run as root, or chown this process's v1 memory, pids and cpu cgroups to this user",
+  );
 }
 
 /** The cgroup checks on this machine. */

@@ -4,9 +4,11 @@ import { resolve as resolvePath } from "node:path";
 import { UsageError } from "../core/errors.js";
 import * as native from "../core/native.js";
 import { defaultHiddenPaths } from "../paths.js";
+import { openCgroups, type RunCgroups } from "./cgroups.js";
 import { parseDuration } from "./duration.js";
 import { buildEnv, envStrings, SANDBOX_ENV } from "./env.js";
 import { runFailure } from "./result.js";
+import { parseLimits, type LimitsReport, type ParsedLimits } from "./limits.js";
 import type { SandboxLayer } from "./open-layer.js";
 import type { RunOptions, SandboxOptions } from "./types.js";
 
@@ -29,6 +31,9 @@ export function checkArgv(argv: readonly string[]): void {
   }
 }
 
+/** A run as planned: what createRun needs but the stdio, and the limits its cgroups enforce. */
+export type PlannedRun = Omit<native.RunSpec, "stdio"> & { limits?: ParsedLimits | undefined };
+
 /**
  * What createRun needs but the stdio: argv under a sandbox's options and a run's overrides, in
  * the sandbox layer (./open-layer.ts) whose name the guest sees and whose upper it writes.
@@ -39,8 +44,9 @@ export function runSpec(
   options: RunOptions,
   layer: Pick<SandboxLayer, "name" | "upper" | "work" | "storage"> &
     Partial<Pick<SandboxLayer, "lowers">>,
-): Omit<native.RunSpec, "stdio"> {
+): PlannedRun {
   checkArgv(argv);
+  const limits = parseLimits(o.limits, options.limits);
   const timeout = options.timeout ?? o.timeout;
   const cwd = options.cwd ?? o.cwd;
   return {
@@ -56,7 +62,44 @@ export function runSpec(
     hostname: layer.name,
     upper: { upper: layer.upper, work: layer.work },
     ...(layer.lowers && layer.lowers.length > 0 ? { lowers: layer.lowers } : {}),
+    ...(limits ? { limits } : {}),
   };
+}
+
+/** The cgroups of the runs that have limits, until their report is read. */
+const runCgroups = new WeakMap<native.NativeRun, RunCgroups>();
+
+/** createRun, with the run's cgroups made first when it has limits (removed again on failure). */
+export function createPlannedRun(
+  spec: PlannedRun & Pick<native.RunSpec, "stdio">,
+): native.NativeRun {
+  const { limits, ...rest } = spec;
+  if (!limits) return native.createRun(rest);
+  const cgroups = openCgroups(limits);
+  let run: native.NativeRun;
+  try {
+    run = native.createRun({ ...rest, cgroups: { procs: cgroups.procs, oomV1: cgroups.oomV1 } });
+  } catch (err) {
+    cgroups.remove();
+    throw err;
+  }
+  runCgroups.set(run, cgroups);
+  return run;
+}
+
+/**
+ * The report of a run's limits, and its cgroups removed (what is left in them killed): once the
+ * run is over, or when it is given up. Undefined for a run without limits; a second call too.
+ */
+export function releaseLimits(run: native.NativeRun): LimitsReport | undefined {
+  const cgroups = runCgroups.get(run);
+  if (!cgroups) return undefined;
+  runCgroups.delete(run);
+  try {
+    return cgroups.report();
+  } finally {
+    cgroups.remove();
+  }
 }
 
 /**
@@ -97,6 +140,8 @@ export interface Finished {
   notifications: Record<string, number>;
   /** What the supervisor refused ([] after a failure). */
   denials: native.Denial[];
+  /** What enforced the run's limits and what it hit (undefined without limits). */
+  limits: LimitsReport | undefined;
 }
 
 /** Reads the result of a run that is over (the per-syscall counts only if wanted) and frees it. */
@@ -106,5 +151,7 @@ export function finishRun(run: native.NativeRun, withNotifications = true): Fini
   const notifications = failure || !withNotifications ? {} : native.statsJson(run);
   const denials = failure || raw.denials === 0 ? [] : native.denials(run);
   native.free(run);
-  return { raw, failure, notifications, denials };
+  // After the free: the whole tree is gone, its cgroups can go.
+  const limits = releaseLimits(run);
+  return { raw, failure, notifications, denials, limits };
 }

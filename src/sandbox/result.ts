@@ -1,6 +1,7 @@
 // Turns a decoded cv_run_result into the public RunResult (pure: unit-tested).
 import { coreError, cvErrorName, SetupError } from "../core/errors.js";
 import { RUN_STATE, errnoName, signalName, type NativeRunResult } from "../core/native.js";
+import type { LimitsReport } from "./limits.js";
 import type { Denial, RunResult, RunStats } from "./types.js";
 
 /** Exit code of the CLI when the deadline fired. */
@@ -49,6 +50,7 @@ export function toRunResult(
   stdout: string,
   stderr: string,
   denials: Denial[] = [],
+  limits?: LimitsReport,
 ): RunResult {
   const stats: RunStats = {
     notifications,
@@ -68,5 +70,16 @@ export function toRunResult(
     denials,
   };
   if (raw.state === RUN_STATE.EXEC_FAILED) result.execError = errnoName(raw.execErrno);
+  if (limits) {
+    const { limitHit, ...each } = limits;
+    result.limits = each;
+    if (limitHit !== undefined) result.limitHit = limitHit;
+    // The memory limit ended the whole tree, as it ends a container: 137 whichever process
+    // the kernel's OOM killer chose.
+    if (limitHit === "memory" && !raw.timedOut) {
+      result.exitCode = 128 + 9;
+      result.signal = "SIGKILL";
+    }
+  }
   return result;
 }

@@ -16,7 +16,7 @@ import type { CopyFilesOptions, CopyReport } from "./copy.js";
 import { parseDuration } from "./duration.js";
 import type { ExportOptions, ExportSummary } from "./export-file.js";
 import type { SandboxInfo } from "./manage.js";
-import { checkArgv, runSpec } from "./native-run.js";
+import { checkArgv, createPlannedRun, runSpec } from "./native-run.js";
 import { closeLayer, openLayer } from "./open-layer.js";
 import { RunFailedError } from "./run-error.js";
 import { startRun, Stdio, type InputMode, type Started } from "./supervise.js";
@@ -141,7 +141,7 @@ export class Sandbox {
         ours = mine;
         hookSpec = { syscalls: [...hooked.keys()], fd: theirs };
       }
-      const run = native.createRun({
+      const run = createPlannedRun({
         ...spec,
         stdio,
         hook: hookSpec,

@@ -8,7 +8,7 @@ import tty from "node:tty";
 import { constants as osConstants } from "node:os";
 import { UsageError } from "../core/errors.js";
 import * as native from "../core/native.js";
-import { finishRun } from "./native-run.js";
+import { finishRun, releaseLimits } from "./native-run.js";
 import { toRunResult } from "./result.js";
 import type { OutputMode, RunResult } from "./types.js";
 
@@ -128,6 +128,7 @@ export function startRun(
   const free = (): void => {
     if (!freed) native.free(run);
     freed = true;
+    releaseLimits(run); // nothing after finishRun did it
   };
   const kill = (signal?: NodeJS.Signals | number): void => {
     const sig = typeof signal === "string" ? osConstants.signals[signal] : signal;
@@ -188,10 +189,11 @@ export function startRun(
       await done;
       // Freed (by finishRun) before waiting for the captured pipes: the guest tree is over once
       // done_fd closed, and no copy of a write end held for the run can then delay their EOF.
-      const { raw, failure, notifications, denials } = finishRun(run);
+      const { raw, failure, notifications, denials, limits } = finishRun(run);
       await Promise.all(captured);
       if (failure) throw failure;
-      return toRunResult(raw, notifications, io.text("stdout"), io.text("stderr"), denials);
+      const stdout = io.text("stdout");
+      return toRunResult(raw, notifications, stdout, io.text("stderr"), denials, limits);
     } finally {
       stopWatching();
       // Fed input (run) ends with the run; a stdin stream (spawn) is the caller's to end.

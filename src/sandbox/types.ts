@@ -1,5 +1,6 @@
 // The public shapes of the library API: what a Sandbox takes and what a run resolves to.
 import type { Readable, Writable } from "node:stream";
+import type { Limits, LimitsReport } from "./limits.js";
 import type { HookError, SyscallHook } from "./syscall-hook.js";
 
 /** Options of a Sandbox, the defaults of each of its runs. */
@@ -38,6 +39,11 @@ export interface SandboxOptions {
    * each call and allows it (cvisor's own handling goes on) or denies it with an errno.
    */
   onSyscall?: SyscallHook;
+  /**
+   * Resource limits of each run's whole guest tree (Docker's units: memory "256m", pids, cpus
+   * 0.5), enforced by the kernel's cgroups; a run fails (SetupError) when this host gives none.
+   */
+  limits?: Limits;
 }
 
 /** Where a guest stream goes: this process's own fd, a captured pipe, or /dev/null. */
@@ -69,6 +75,8 @@ export interface RunOptions {
   reject?: boolean;
   /** This run's hook, instead of the Sandbox's (null: none). */
   onSyscall?: SyscallHook | null;
+  /** Each limit given here replaces the Sandbox's. */
+  limits?: Limits;
 }
 
 /** Options of a spawn: a run's, with stdin a stream by default. */
@@ -139,4 +147,8 @@ export interface RunResult {
   denials: Denial[];
   /** With onSyscall: the handler's failures (each failed its call closed, EPERM). */
   hookErrors?: HookError[];
+  /** With limits: what enforced each, the peaks, and the limit the run hit. */
+  limits?: LimitsReport;
+  /** "memory": the memory limit ended the run (exitCode 137); "pids": a fork was refused. */
+  limitHit?: "memory" | "pids";
 }

@@ -38,7 +38,7 @@ gtest("cvisor doctor --json is one JSON document and says ok", async () => {
   assert.match(text, /landlock/i, show(r));
   const o = doc as { ok?: unknown; checks?: { id: string; purpose?: unknown }[] };
   assert.equal(o.ok, true, show(r));
-  // Each check says what it is for; the cgroup ones that nothing uses yet say so (issue 13).
+  // Each check says what it is for; cgroup v2, which nothing uses yet, says so (issue 13).
   assert.ok(Array.isArray(o.checks) && o.checks.length >= 10, show(r));
   for (const c of o.checks) {
     assert.ok(typeof c.purpose === "string" && c.purpose.length > 10, `${c.id} has no purpose`);
@@ -48,7 +48,12 @@ gtest("cvisor doctor --json is one JSON document and says ok", async () => {
     cgroups.map((c) => c.id),
     ["cgroup_v2", "cgroup_v1"],
   );
-  for (const c of cgroups) assert.match(String(c.purpose), /not used yet/, c.id);
+  assert.match(String(cgroups[0]?.purpose), /not used yet/);
+  assert.match(String(cgroups[1]?.purpose), /--memory/);
+  // Per limit: what enforces it for this user here, or why nothing does.
+  const limits = o.checks.find((x) => x.id === "limits") as { detail?: string } | undefined;
+  const mechanism = /--memory: (cgroup v1|refused here)/;
+  assert.match(String(limits?.detail), mechanism, show(r));
 });
 
 gtest("cvisor doctor says under each check what it is for", async () => {

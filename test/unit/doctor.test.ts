@@ -3,12 +3,8 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import type { ProbeResult } from "../../src/core/native.js";
 import { formatReport } from "../../src/cli/commands/doctor.js";
-import {
-  cgroupChecks,
-  kernelChecks,
-  parseMountinfo,
-  type Check,
-} from "../../src/sandbox/doctor-checks.js";
+import { parseMountinfo } from "../../src/sandbox/cgroups.js";
+import { cgroupChecks, kernelChecks, type Check } from "../../src/sandbox/doctor-checks.js";
 
 const allGood: ProbeResult = {
   seccompUnotify: true,
@@ -92,15 +88,27 @@ test("cgroup checks try this process's own cgroup directories", () => {
     "/sys/fs/cgroup/pids/user.slice",
   ]);
   assert.equal(status(checks, "cgroup_v2"), "ok");
-  // v1 is not needed while v2 works.
-  assert.equal(status(checks, "cgroup_v1"), "ok");
+  // v1 is what cvisor enforces limits with: a memory controller it cannot write is a warning,
+  // and the limits line says which limit is refused and why.
+  assert.equal(status(checks, "cgroup_v1"), "warn");
+  const limits = checks.find((c) => c.id === "limits");
+  assert.equal(limits?.status, "warn");
+  assert.match(
+    limits?.detail ?? "",
+    /--memory: refused here \(v1 memory: EACCES; cgroup v2: not used yet\)/,
+  );
+  assert.match(
+    limits?.detail ?? "",
+    /--pids-limit: cgroup v1 \(\/sys\/fs\/cgroup\/pids\/user\.slice\)/,
+  );
+  assert.match(limits?.detail ?? "", /--cpus: refused here \(no v1 cpu controller/);
   const denied = cgroupChecks(mountinfo, procCgroup, () => "EACCES");
   assert.equal(status(denied, "cgroup_v2"), "warn");
   assert.equal(status(denied, "cgroup_v1"), "warn");
   const none = cgroupChecks("", "", () => null);
   assert.deepEqual(
     none.map((c) => c.status),
-    ["warn", "warn"],
+    ["warn", "warn", "warn"],
   );
 });
 

@@ -9,7 +9,7 @@
 import { closeSync, openSync, statSync } from "node:fs";
 import { constants as osConstants } from "node:os";
 import * as native from "../../core/native.js";
-import { finishRun, runSpec } from "../../sandbox/native-run.js";
+import { createPlannedRun, finishRun, releaseLimits, runSpec } from "../../sandbox/native-run.js";
 import { toRunResult } from "../../sandbox/result.js";
 import type { RunResult } from "../../sandbox/types.js";
 import { closeLayer, openLayer } from "../../sandbox/open-layer.js";
@@ -40,6 +40,18 @@ export const RUN_OPTIONS: readonly RunOption[] = [
   {
     flags: "--timeout <duration>",
     help: "kill the whole process tree after DURATION (500ms, 5s, 2m)",
+  },
+  {
+    flags: "--memory <size>",
+    help: "limit the memory of the whole process tree to SIZE (256m, 1g); reaching it ends the run with 137",
+  },
+  {
+    flags: "--pids-limit <n>",
+    help: "limit the processes and threads of the tree to N at once; a fork beyond them fails (EAGAIN)",
+  },
+  {
+    flags: "--cpus <cores>",
+    help: "limit the CPU time of the tree to CORES (0.5: half of one core)",
   },
   { flags: "-C, --workdir <dir>", help: "run the command in DIR" },
   {
@@ -165,6 +177,15 @@ export async function action(plan: RunPlan): Promise<number> {
         env: plan.env,
         ...(plan.workdir !== undefined ? { cwd: plan.workdir } : {}),
         timeout: plan.timeoutMs,
+        ...(plan.limits
+          ? {
+              limits: {
+                memory: plan.limits.memoryBytes,
+                pids: plan.limits.pids,
+                cpus: plan.limits.cpus,
+              },
+            }
+          : {}),
       },
       layer,
     );
@@ -182,16 +203,16 @@ export async function action(plan: RunPlan): Promise<number> {
       const { runOnTerminal } = await import("../terminal-run.js");
       result = await runOnTerminal({ ...spec, ...traceSpec }, { stopReading: true });
     } else {
-      run = native.createRun({ ...spec, stdio: [0, 1, 2], ...traceSpec });
+      run = createPlannedRun({ ...spec, stdio: [0, 1, 2], ...traceSpec });
       const { doneFd } = native.start(run);
       native.close(doneFd); // the forwarding wait tells the end: nothing watches this fd
       // On a terminal, SIGINT and SIGQUIT are the guest's (the terminal sends them to it too).
       const forwarded = native.waitForwarding(run, native.isatty(0));
       // The per-syscall counts appear only in the --json report.
-      const { raw, failure, notifications, denials } = finishRun(run, plan.json);
+      const { raw, failure, notifications, denials, limits } = finishRun(run, plan.json);
       run = undefined; // freed
       if (failure) throw failure;
-      result = toRunResult(raw, notifications, "", "", denials);
+      result = toRunResult(raw, notifications, "", "", denials, limits);
       // A signal that ended cvisor (and with it the tree) is cvisor's exit status, as for any
       // process a signal ends: 128 + N.
       if (forwarded > 0) result.exitCode = 128 + forwarded;
@@ -203,7 +224,10 @@ export async function action(plan: RunPlan): Promise<number> {
     if (plan.json) writeStderr(`${jsonReport(result)}\n`);
     return result.exitCode;
   } finally {
-    if (run) native.free(run);
+    if (run) {
+      native.free(run);
+      releaseLimits(run);
+    }
     if (traceFd !== undefined) closeSync(traceFd);
     // After the free: the guest tree is gone. Then an ephemeral sandbox goes too (a SIGKILLed
     // CLI never gets here: the next run's sweep removes what it left).

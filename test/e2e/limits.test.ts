@@ -1,0 +1,215 @@
+// --memory, --pids-limit and --cpus (and the library's limits): the kernel's cgroups hold the
+// whole guest tree to them, the report says what enforced each and how close the guest came, a
+// memory limit ends the run with 137 and one line, and no cgroup or process is left after a run,
+// a timeout, or a kill -9 of cvisor. Where this user has no writable cgroup (CI's unprivileged
+// run), a limit is refused with one line instead of being dropped.
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { existsSync, readdirSync } from "node:fs";
+import { join } from "node:path";
+import { Sandbox, SetupError } from "../../src/index.js";
+import { openCgroups, parseMountinfo, parseProcCgroup, v1Dir } from "../../src/sandbox/cgroups.js";
+import { gtest } from "../helpers/guard.js";
+import {
+  cliPath,
+  cvisor,
+  show,
+  sleep,
+  uniqueToken,
+  processesWith,
+  waitFor,
+} from "../helpers/repo.js";
+import { readFileSync } from "node:fs";
+
+const PY = "/usr/bin/python3"; // not a shim that forks on its way (pyenv)
+
+/** Whether this user can make the run cgroups of every limit here (root on this machine). */
+function limitsWork(): boolean {
+  try {
+    openCgroups({ memoryBytes: 64 << 20, pids: 64, cpus: 1 }).remove();
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** The run cgroups (cvisor-*) under this process's memory, pids and cpu cgroups. */
+function runCgroups(): string[] {
+  const mounts = parseMountinfo(readFileSync("/proc/self/mountinfo", "utf8"));
+  const paths = parseProcCgroup(readFileSync("/proc/self/cgroup", "utf8"));
+  const out: string[] = [];
+  for (const c of ["memory", "pids", "cpu"] as const) {
+    const dir = v1Dir(c, mounts, paths);
+    if (dir === null || !existsSync(dir)) continue;
+    out.push(
+      ...readdirSync(dir)
+        .filter((n) => n.startsWith("cvisor-"))
+        .map((n) => join(dir, n)),
+    );
+  }
+  return out;
+}
+
+const enforced = limitsWork();
+const needCgroups = enforced
+  ? {}
+  : { skip: "no writable cgroup v1 for this user (see the refusal test)" };
+
+gtest(
+  "--memory 64m: a guest allocating 1 GiB ends with 137 and one line; the report says memory",
+  async () => {
+    const before = runCgroups();
+    const r = await cvisor(
+      ["--memory", "64m", "--json"],
+      [PY, "-c", "b = bytearray(1 << 30); print('alive')"],
+    );
+    assert.equal(r.code, 137, show(r));
+    assert.equal(r.out, "", show(r));
+    const lines = r.err.trim().split("\n");
+    assert.equal(lines[0], "cvisor: memory limit 64 MiB reached", show(r));
+    const report = JSON.parse(lines.at(-1) ?? "{}") as Record<string, unknown>;
+    assert.equal(report.limitHit, "memory");
+    assert.deepEqual(report.limits, {
+      memory: { limit: 64 << 20, mechanism: "cgroup-v1", peak: 64 << 20 },
+    });
+    assert.deepEqual(runCgroups(), before, "the run's cgroup is removed");
+  },
+  needCgroups,
+);
+
+gtest(
+  "--pids-limit 32: a guest forking 200 sleepers gets no more than 32 processes at once",
+  async () => {
+    const marker = uniqueToken("pids");
+    // Each child sleeps; a fork the limit refuses fails with EAGAIN, which the guest counts.
+    const py = `import os, time
+ok = refused = 0
+for i in range(200):
+    try:
+        pid = os.fork()
+    except BlockingIOError:
+        refused += 1
+        continue
+    if pid == 0:
+        time.sleep(3)
+        os._exit(0)
+    ok += 1
+print(ok, refused)`;
+    const r = await new Sandbox({ limits: { pids: 32 } }).run([PY, "-c", py, marker]);
+    const [ok, refused] = r.stdout.trim().split(" ").map(Number);
+    assert.equal(r.exitCode, 0, r.stderr);
+    // The sandbox's init and the guest itself are two of the 32.
+    assert.equal(ok, 30, r.stdout);
+    assert.equal(refused, 170);
+    assert.equal(r.limitHit, "pids");
+    assert.equal(r.limits?.pids?.mechanism, "cgroup-v1");
+    assert.equal(r.limits?.pids?.peak, 32);
+    assert.deepEqual(processesWith(marker), [], "nothing of the tree is left");
+  },
+  needCgroups,
+);
+
+gtest(
+  "--cpus 0.25: a busy loop for 2 s gets about a quarter of a core",
+  async () => {
+    const loop = ["timeout", "2", "sh", "-c", "while :; do :; done"];
+    const limited = await new Sandbox({ limits: { cpus: 0.25 } }).run(loop);
+    const free = await new Sandbox().run(loop);
+    const cpu = (r: typeof free): number => r.stats.userMs + r.stats.systemMs;
+    assert.equal(limited.exitCode, 124); // timeout(1)'s own code
+    // A quarter of 2 s is 500 ms; the scheduler's periods give or take some.
+    assert.ok(cpu(limited) > 250 && cpu(limited) < 800, `limited: ${cpu(limited)} ms`);
+    assert.ok(cpu(free) > 1200, `without a limit: ${cpu(free)} ms`);
+    assert.deepEqual(limited.limits, { cpus: { limit: 0.25, mechanism: "cgroup-v1" } });
+  },
+  needCgroups,
+);
+
+gtest(
+  "limits and --timeout compose: the tree is killed, no cgroup and no process left",
+  async () => {
+    const before = runCgroups();
+    const marker = uniqueToken("limtime");
+    const r = await cvisor(
+      ["--memory", "256m", "--pids-limit", "50", "--cpus", "1", "--timeout", "500ms"],
+      ["sh", "-c", `sleep 30 & sleep 31; echo ${marker}`],
+    );
+    assert.equal(r.code, 124, show(r));
+    assert.match(r.err, /^cvisor: timed out after 500ms\n$/, show(r));
+    assert.deepEqual(processesWith(marker), []);
+    assert.deepEqual(runCgroups(), before);
+  },
+  needCgroups,
+);
+
+gtest(
+  "a kill -9 of cvisor: the guest goes with it, and the next run removes the cgroups it left",
+  async () => {
+    const marker = uniqueToken("limkill");
+    const before = runCgroups();
+    const child = spawn(
+      process.execPath,
+      [cliPath, "--memory", "128m", "--", "sh", "-c", `sleep 60; : ${marker}`],
+      {
+        stdio: "ignore",
+      },
+    );
+    // The CLI's own argv holds the marker too: wait for the guest's shell.
+    const guest = (): boolean => processesWith(marker).some((p) => p.cmdline.startsWith("sh "));
+    assert.ok(await waitFor(guest, 5000), "the guest started");
+    const left = runCgroups().filter((d) => !before.includes(d));
+    assert.equal(left.length, 1, `one memory cgroup for the run: ${left.join(", ")}`);
+    child.kill("SIGKILL");
+    await new Promise((resolve) => child.on("exit", resolve));
+    assert.ok(await waitFor(() => processesWith(marker).length === 0, 5000), "the guest is gone");
+    await sleep(50);
+    const r = await cvisor(["--memory", "64m"], ["true"]);
+    assert.equal(r.code, 0, show(r));
+    assert.deepEqual(runCgroups(), before, "the next limited run swept what the killed one left");
+  },
+  needCgroups,
+);
+
+gtest(
+  "without a writable cgroup a limit is refused with one line, never dropped",
+  async () => {
+    for (const flag of [
+      ["--memory", "64m"],
+      ["--pids-limit", "10"],
+      ["--cpus", "0.5"],
+    ]) {
+      const r = await cvisor(flag, ["echo", "ran"]);
+      assert.equal(r.code, 125, show(r));
+      assert.equal(r.out, "", "the guest did not run");
+      assert.match(
+        r.err,
+        new RegExp(
+          `^cvisor: ${flag[0]}: cannot create a cgroup under .* \\(E[A-Z]+\\); limits need root or a writable cgroup here \\(see cvisor doctor\\)\\n$`,
+        ),
+        show(r),
+      );
+    }
+    await assert.rejects(new Sandbox({ limits: { memory: "64m" } }).run(["true"]), SetupError);
+  },
+  enforced ? { skip: "this user has writable cgroups: limits are enforced (the tests above)" } : {},
+);
+
+gtest("bad limit values get one line that says what is accepted", async () => {
+  const cases: [string[], RegExp][] = [
+    [["--memory", "lots"], /^cvisor: invalid memory limit lots: use a size such as 256m or 1g/],
+    [["--memory", "1m"], /at least 6m/],
+    [
+      ["--pids-limit", "0"],
+      /^cvisor: invalid pids limit 0: use a whole number of processes, at least 1/,
+    ],
+    [["--cpus", "0"], /^cvisor: invalid cpus limit 0: use a number of cores from 0\.01 to \d+/],
+    [["--cpus", "999"], /invalid cpus limit 999/],
+  ];
+  for (const [flags, expected] of cases) {
+    const r = await cvisor(flags, ["echo", "ran"]);
+    assert.equal(r.code, 125, show(r));
+    assert.equal(r.out, "");
+    assert.match(r.err, expected, show(r));
+    assert.equal(r.err.trim().split("\n").length, 1, show(r));
+  }
+});

@@ -1,0 +1,69 @@
+// Limits as users write them (Docker's units), and the cgroup directories a run's limits go to.
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import { UsageError } from "../../src/core/errors.js";
+import { parseMountinfo, parseProcCgroup, v1Dir } from "../../src/sandbox/cgroups.js";
+import {
+  memoryText,
+  parseCpus,
+  parseLimits,
+  parseMemory,
+  parsePids,
+} from "../../src/sandbox/limits.js";
+
+test("--memory takes bytes or a size with b, k, m, g (binary), at least 6m", () => {
+  assert.equal(parseMemory("256m"), 256 * 1024 ** 2);
+  assert.equal(parseMemory("1G"), 1024 ** 3);
+  assert.equal(parseMemory("1.5g"), 1.5 * 1024 ** 3);
+  assert.equal(parseMemory("8192k"), 8 * 1024 ** 2);
+  assert.equal(parseMemory("64MiB"), 64 * 1024 ** 2);
+  assert.equal(parseMemory(7_000_000), 7_000_000);
+  for (const bad of ["", "m", "-1m", "5m", "12q", "1e9", Number.NaN]) {
+    assert.throws(() => parseMemory(bad), UsageError, String(bad));
+  }
+});
+
+test("--pids-limit takes a whole number from 1; --cpus cores from 0.01 to the machine's", () => {
+  assert.equal(parsePids("100"), 100);
+  assert.equal(parsePids(1), 1);
+  for (const bad of ["0", "-3", "1.5", "ten", 0]) assert.throws(() => parsePids(bad), UsageError);
+  assert.equal(parseCpus("0.5", 2), 0.5);
+  assert.equal(parseCpus(".25", 2), 0.25);
+  assert.equal(parseCpus(2, 2), 2);
+  for (const bad of ["0", "0.001", "3", "half", -1]) {
+    assert.throws(() => parseCpus(bad, 2), /use a number of cores from 0\.01 to 2/);
+  }
+});
+
+test("a run's limits replace its sandbox's, one by one; none is undefined", () => {
+  assert.equal(parseLimits(undefined, undefined), undefined);
+  assert.equal(parseLimits({}, {}), undefined);
+  assert.deepEqual(parseLimits({ memory: "1g", pids: 10 }, { pids: 20, cpus: 1 }), {
+    memoryBytes: 1024 ** 3,
+    pids: 20,
+    cpus: 1,
+  });
+});
+
+test("a limit is said in the largest whole unit", () => {
+  assert.equal(memoryText(256 * 1024 ** 2), "256 MiB");
+  assert.equal(memoryText(1024 ** 3), "1 GiB");
+  assert.equal(memoryText(1.5 * 1024 ** 3), "1536 MiB");
+  assert.equal(memoryText(7_000_000), "7000000 bytes");
+});
+
+test("each controller's directory is this process's own cgroup in its v1 mount", () => {
+  const mounts = parseMountinfo(
+    [
+      "26 25 0:23 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory",
+      "27 25 0:24 / /sys/fs/cgroup/cpu,cpuacct rw - cgroup cgroup rw,cpu,cpuacct",
+      "28 25 0:25 /ci /sys/fs/cgroup/pids rw - cgroup cgroup rw,pids",
+    ].join("\n"),
+  );
+  const paths = parseProcCgroup("4:memory:/app/x\n3:cpu,cpuacct:/app\n2:pids:/ci/job\n");
+  assert.equal(v1Dir("memory", mounts, paths), "/sys/fs/cgroup/memory/app/x");
+  assert.equal(v1Dir("cpu", mounts, paths), "/sys/fs/cgroup/cpu,cpuacct/app");
+  // The mount's root is a subtree: the path is taken relative to it.
+  assert.equal(v1Dir("pids", mounts, paths), "/sys/fs/cgroup/pids/job");
+  assert.equal(v1Dir("memory", [], paths), null);
+});
