@@ -118,6 +118,19 @@ CV_API int cv_run_set_ctty(cv_run *r);
  * cv_run_watch_oom_v1, an OOM in that cgroup v1 memory cgroup kills the whole guest tree. */
 CV_API int cv_run_add_cgroup(cv_run *r, const char *procs_file);
 CV_API int cv_run_watch_oom_v1(cv_run *r, const char *memcg_dir);
+/* Limits the supervisor holds the tree to itself, where no cgroup can (0: none): memory in
+ * bytes (the tree's resident sets, sampled), tasks at once (counted at each fork), CPU in
+ * thousandths of a core (the tree stopped while ahead of its share). */
+CV_API int cv_run_set_watch_limits(cv_run *r, uint64_t memory_bytes, uint32_t pids, uint32_t cpu_milli);
+enum { CV_LIMIT_MEMORY = 1, CV_LIMIT_PIDS = 2 };
+typedef struct cv_run_limits {
+    uint64_t memory_peak;  /* bytes: the most the watch saw resident at once */
+    uint32_t pids_peak;    /* the most tasks at once it counted */
+    uint32_t hit;          /* CV_LIMIT_* the run reached */
+    uint64_t cpu_ms;       /* CPU time of the tree */
+} cv_run_limits;
+/* After the run: what the watch limits saw. CV_ERR_STATE before the end. */
+CV_API int cv_run_get_limits(cv_run *r, cv_run_limits *out);
 /* The sandbox's copy-on-write layer: upper_dir is the writable tree the guest's changes land
  * in (docs/ARCHITECTURE.md, "The overlay"), work_dir a private directory on the same
  * filesystem for atomic copy-ups. When upper_dir does not exist, both (absolute paths with one

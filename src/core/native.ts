@@ -43,6 +43,17 @@ export interface RunSpec {
   ctty?: boolean | undefined;
   /** The run's cgroups (src/sandbox/cgroups.ts): joined before any guest code runs. */
   cgroups?: { procs: readonly string[]; oomV1?: string | undefined } | undefined;
+  /** Limits the supervisor holds the tree to itself (where no cgroup can). */
+  watch?: { memoryBytes?: number; pids?: number; cpus?: number } | undefined;
+}
+
+/** cv_run_limits: what the supervisor's own limits saw. */
+export interface WatchedLimits {
+  memoryPeak: number;
+  pidsPeak: number;
+  memoryHit: boolean;
+  pidsHit: boolean;
+  cpuMs: number;
 }
 
 /** cv_run_result, decoded. */
@@ -100,6 +111,8 @@ interface Binding {
   setCtty: Fn<[Ptr], number>;
   addCgroup: Fn<[Ptr, string], number>;
   watchOomV1: Fn<[Ptr, string], number>;
+  setWatchLimits: Fn<[Ptr, bigint, number, number], number>;
+  getLimits: Fn<[Ptr, Buffer], number>;
   setUpper: Fn<[Ptr, string, string], number>;
   addLower: Fn<[Ptr, string], number>;
   start: Fn<[Ptr, number[]], number>;
@@ -327,6 +340,9 @@ const PROTOTYPES: Record<keyof Binding, string> = {
   setCtty: "int cv_run_set_ctty(cv_run *r)",
   addCgroup: "int cv_run_add_cgroup(cv_run *r, const char *procs_file)",
   watchOomV1: "int cv_run_watch_oom_v1(cv_run *r, const char *memcg_dir)",
+  setWatchLimits:
+    "int cv_run_set_watch_limits(cv_run *r, uint64_t memory, uint32_t pids, uint32_t cpu_milli)",
+  getLimits: "int cv_run_get_limits(cv_run *r, void *out)",
   setUpper: "int cv_run_set_upper(cv_run *r, const char *upper, const char *work)",
   addLower: "int cv_run_add_lower(cv_run *r, const char *layer_dir)",
   start: "int cv_run_start(cv_run *r, _Out_ int *done_fd)",
@@ -496,6 +512,11 @@ export function createRun(spec: RunSpec): NativeRun {
     for (const file of spec.cgroups?.procs ?? []) check(b.addCgroup(ptr, file), `cgroup ${file}`);
     const oom = spec.cgroups?.oomV1;
     if (oom !== undefined) check(b.watchOomV1(ptr, oom), `the OOM events of ${oom}`);
+    if (spec.watch !== undefined) {
+      const { memoryBytes, pids, cpus } = spec.watch;
+      const milli = cpus === undefined ? 0 : Math.max(1, Math.round(cpus * 1000));
+      check(b.setWatchLimits(ptr, BigInt(memoryBytes ?? 0), pids ?? 0, milli), "limits");
+    }
     if (spec.upper !== undefined) {
       check(
         b.setUpper(ptr, spec.upper.upper, spec.upper.work),
@@ -567,6 +588,20 @@ export function getResult(run: NativeRun): NativeRunResult {
     notifications: int("notifications"),
     denials: int("denials"),
     message: typeof out.message === "string" ? out.message : "",
+  };
+}
+
+/** cv_run_get_limits, decoded; valid once the run is over. */
+export function watchedLimits(run: NativeRun): WatchedLimits {
+  const out = Buffer.alloc(24); // struct cv_run_limits
+  check(lib().getLimits(run.ptr, out), "cannot read the run's limits");
+  const hit = out.readUInt32LE(12);
+  return {
+    memoryPeak: Number(out.readBigUInt64LE(0)),
+    pidsPeak: out.readUInt32LE(8),
+    memoryHit: (hit & 1) !== 0,
+    pidsHit: (hit & 2) !== 0,
+    cpuMs: Number(out.readBigUInt64LE(16)),
   };
 }
 

@@ -1,7 +1,7 @@
 // The steps of a run that do not depend on how its end is awaited, shared by Sandbox (the done
 // fd watched from the event loop) and the CLI (a blocking cv_run_wait_forwarding).
 import { resolve as resolvePath } from "node:path";
-import { UsageError } from "../core/errors.js";
+import { CvisorError, UsageError } from "../core/errors.js";
 import * as native from "../core/native.js";
 import { defaultHiddenPaths } from "../paths.js";
 import { openCgroups, type RunCgroups } from "./cgroups.js";
@@ -66,16 +66,26 @@ export function runSpec(
   };
 }
 
-/** The cgroups of the runs that have limits, until their report is read. */
-const runCgroups = new WeakMap<native.NativeRun, RunCgroups>();
+/** How a run's limits are held: by its cgroups, or by the supervisor itself. */
+type HeldBy = { cgroups: RunCgroups } | { watch: ParsedLimits };
 
-/** createRun, with the run's cgroups made first when it has limits (removed again on failure). */
-export function createPlannedRun(
-  spec: PlannedRun & Pick<native.RunSpec, "stdio">,
-): native.NativeRun {
+/** The runs that have limits, until their report is read. */
+const runLimits = new WeakMap<native.NativeRun, HeldBy>();
+
+/**
+ * createRun, with the run's limits held by the best means this user has here: cgroups (made
+ * first, removed again on failure), else the supervisor itself (src/sandbox/cgroups.ts says
+ * which; native/src/supervisor/limits.c how).
+ */
+export function createPlannedRun(spec: PlannedRun & Pick<native.RunSpec, "stdio">): native.NativeRun {
   const { limits, ...rest } = spec;
   if (!limits) return native.createRun(rest);
-  const cgroups = openCgroups(limits);
+  const cgroups = tryCgroups(limits);
+  if (!cgroups) {
+    const run = native.createRun({ ...rest, watch: limits });
+    runLimits.set(run, { watch: limits });
+    return run;
+  }
   let run: native.NativeRun;
   try {
     run = native.createRun({ ...rest, cgroups: { procs: cgroups.procs, oomV1: cgroups.oomV1 } });
@@ -83,23 +93,48 @@ export function createPlannedRun(
     cgroups.remove();
     throw err;
   }
-  runCgroups.set(run, cgroups);
+  runLimits.set(run, { cgroups });
   return run;
+}
+
+/** The run's cgroups, or undefined when this user can make none here. */
+function tryCgroups(limits: ParsedLimits): RunCgroups | undefined {
+  try {
+    return openCgroups(limits);
+  } catch (err) {
+    if (err instanceof CvisorError && err.code === "ENOCGROUP") return undefined;
+    throw err;
+  }
 }
 
 /**
  * The report of a run's limits, and its cgroups removed (what is left in them killed): once the
- * run is over, or when it is given up. Undefined for a run without limits; a second call too.
+ * run is over (before the free: the supervisor's own count is read from the run), or when it is
+ * given up. Undefined for a run without limits; a second call too.
  */
 export function releaseLimits(run: native.NativeRun): LimitsReport | undefined {
-  const cgroups = runCgroups.get(run);
-  if (!cgroups) return undefined;
-  runCgroups.delete(run);
+  const held = runLimits.get(run);
+  if (!held) return undefined;
+  runLimits.delete(run);
+  if ("watch" in held) return run.alive ? watchReport(held.watch, native.watchedLimits(run)) : undefined;
   try {
-    return cgroups.report();
+    return held.cgroups.report();
   } finally {
-    cgroups.remove();
+    held.cgroups.remove();
   }
+}
+
+function watchReport(limits: ParsedLimits, seen: native.WatchedLimits): LimitsReport {
+  const report: LimitsReport = {};
+  const mechanism = "supervisor";
+  if (limits.memoryBytes !== undefined) {
+    report.memory = { limit: limits.memoryBytes, mechanism, peak: seen.memoryPeak };
+  }
+  if (limits.pids !== undefined) report.pids = { limit: limits.pids, mechanism, peak: seen.pidsPeak };
+  if (limits.cpus !== undefined) report.cpus = { limit: limits.cpus, mechanism };
+  if (seen.memoryHit) report.limitHit = "memory";
+  else if (seen.pidsHit) report.limitHit = "pids";
+  return report;
 }
 
 /**
@@ -150,8 +185,8 @@ export function finishRun(run: native.NativeRun, withNotifications = true): Fini
   const failure = runFailure(raw, native.strerror);
   const notifications = failure || !withNotifications ? {} : native.statsJson(run);
   const denials = failure || raw.denials === 0 ? [] : native.denials(run);
+  const limits = failure ? undefined : releaseLimits(run); // the tree is over: its cgroups go
   native.free(run);
-  // After the free: the whole tree is gone, its cgroups can go.
-  const limits = releaseLimits(run);
+  releaseLimits(run); // a failed run's cgroups
   return { raw, failure, notifications, denials, limits };
 }

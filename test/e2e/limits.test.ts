@@ -1,13 +1,13 @@
-// --memory, --pids-limit and --cpus (and the library's limits): the kernel's cgroups hold the
-// whole guest tree to them, the report says what enforced each and how close the guest came, a
-// memory limit ends the run with 137 and one line, and no cgroup or process is left after a run,
-// a timeout, or a kill -9 of cvisor. Where this user has no writable cgroup (CI's unprivileged
-// run), a limit is refused with one line instead of being dropped.
+// --memory, --pids-limit and --cpus (and the library's limits) hold the whole guest tree: by the
+// kernel's cgroups where this user can make them (root here), else by the supervisor itself (CI's
+// unprivileged run). The report says what enforced each and how close the guest came, a memory
+// limit ends the run with 137 and one line, and no cgroup or process is left after a run, a
+// timeout, or a kill -9 of cvisor.
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { existsSync, readdirSync } from "node:fs";
 import { join } from "node:path";
-import { Sandbox, SetupError } from "../../src/index.js";
+import { Sandbox } from "../../src/index.js";
 import { openCgroups, parseMountinfo, parseProcCgroup, v1Dir } from "../../src/sandbox/cgroups.js";
 import { gtest } from "../helpers/guard.js";
 import {
@@ -24,7 +24,7 @@ import { readFileSync } from "node:fs";
 const PY = "/usr/bin/python3"; // not a shim that forks on its way (pyenv)
 
 /** Whether this user can make the run cgroups of every limit here (root on this machine). */
-function limitsWork(): boolean {
+function cgroupsWork(): boolean {
   try {
     openCgroups({ memoryBytes: 64 << 20, pids: 64, cpus: 1 }).remove();
     return true;
@@ -50,10 +50,9 @@ function runCgroups(): string[] {
   return out;
 }
 
-const enforced = limitsWork();
-const needCgroups = enforced
-  ? {}
-  : { skip: "no writable cgroup v1 for this user (see the refusal test)" };
+const cgroups = cgroupsWork();
+/** What holds the limits for this user here. */
+const mechanism = cgroups ? "cgroup-v1" : "supervisor";
 
 gtest(
   "--memory 64m: a guest allocating 1 GiB ends with 137 and one line; the report says memory",
@@ -67,14 +66,19 @@ gtest(
     assert.equal(r.out, "", show(r));
     const lines = r.err.trim().split("\n");
     assert.equal(lines[0], "cvisor: memory limit 64 MiB reached", show(r));
-    const report = JSON.parse(lines.at(-1) ?? "{}") as Record<string, unknown>;
+    const report = JSON.parse(lines.at(-1) ?? "{}") as {
+      limitHit?: string;
+      limits?: { memory?: { limit: number; mechanism: string; peak: number } };
+    };
     assert.equal(report.limitHit, "memory");
-    assert.deepEqual(report.limits, {
-      memory: { limit: 64 << 20, mechanism: "cgroup-v1", peak: 64 << 20 },
-    });
+    const memory = report.limits?.memory;
+    assert.equal(memory?.limit, 64 << 20);
+    assert.equal(memory.mechanism, mechanism);
+    // The cgroup stops at the limit; the supervisor's samples see it past it, well short of 1 GiB.
+    if (cgroups) assert.equal(memory.peak, 64 << 20);
+    else assert.ok(memory.peak > 64 << 20 && memory.peak < 1 << 30, String(memory.peak));
     assert.deepEqual(runCgroups(), before, "the run's cgroup is removed");
   },
-  needCgroups,
 );
 
 gtest(
@@ -102,28 +106,23 @@ print(ok, refused)`;
     assert.equal(ok, 30, r.stdout);
     assert.equal(refused, 170);
     assert.equal(r.limitHit, "pids");
-    assert.equal(r.limits?.pids?.mechanism, "cgroup-v1");
+    assert.equal(r.limits?.pids?.mechanism, mechanism);
     assert.equal(r.limits?.pids?.peak, 32);
     assert.deepEqual(processesWith(marker), [], "nothing of the tree is left");
   },
-  needCgroups,
 );
 
-gtest(
-  "--cpus 0.25: a busy loop for 2 s gets about a quarter of a core",
-  async () => {
-    const loop = ["timeout", "2", "sh", "-c", "while :; do :; done"];
-    const limited = await new Sandbox({ limits: { cpus: 0.25 } }).run(loop);
-    const free = await new Sandbox().run(loop);
-    const cpu = (r: typeof free): number => r.stats.userMs + r.stats.systemMs;
-    assert.equal(limited.exitCode, 124); // timeout(1)'s own code
-    // A quarter of 2 s is 500 ms; the scheduler's periods give or take some.
-    assert.ok(cpu(limited) > 250 && cpu(limited) < 800, `limited: ${cpu(limited)} ms`);
-    assert.ok(cpu(free) > 1200, `without a limit: ${cpu(free)} ms`);
-    assert.deepEqual(limited.limits, { cpus: { limit: 0.25, mechanism: "cgroup-v1" } });
-  },
-  needCgroups,
-);
+gtest("--cpus 0.25: a busy loop for 2 s gets about a quarter of a core", async () => {
+  const loop = ["timeout", "2", "sh", "-c", "while :; do :; done"];
+  const limited = await new Sandbox({ limits: { cpus: 0.25 } }).run(loop);
+  const free = await new Sandbox().run(loop);
+  const cpu = (r: typeof free): number => r.stats.userMs + r.stats.systemMs;
+  assert.equal(limited.exitCode, 124); // timeout(1)'s own code
+  // A quarter of 2 s is 500 ms; the scheduler's periods give or take some.
+  assert.ok(cpu(limited) > 250 && cpu(limited) < 800, `limited: ${cpu(limited)} ms`);
+  assert.ok(cpu(free) > 1200, `without a limit: ${cpu(free)} ms`);
+  assert.deepEqual(limited.limits, { cpus: { limit: 0.25, mechanism } });
+});
 
 gtest(
   "limits and --timeout compose: the tree is killed, no cgroup and no process left",
@@ -139,7 +138,6 @@ gtest(
     assert.deepEqual(processesWith(marker), []);
     assert.deepEqual(runCgroups(), before);
   },
-  needCgroups,
 );
 
 gtest(
@@ -167,31 +165,7 @@ gtest(
     assert.equal(r.code, 0, show(r));
     assert.deepEqual(runCgroups(), before, "the next limited run swept what the killed one left");
   },
-  needCgroups,
-);
-
-gtest(
-  "without a writable cgroup a limit is refused with one line, never dropped",
-  async () => {
-    for (const flag of [
-      ["--memory", "64m"],
-      ["--pids-limit", "10"],
-      ["--cpus", "0.5"],
-    ]) {
-      const r = await cvisor(flag, ["echo", "ran"]);
-      assert.equal(r.code, 125, show(r));
-      assert.equal(r.out, "", "the guest did not run");
-      assert.match(
-        r.err,
-        new RegExp(
-          `^cvisor: ${flag[0]}: cannot create a cgroup under .* \\(E[A-Z]+\\); limits need root or a writable cgroup here \\(see cvisor doctor\\)\\n$`,
-        ),
-        show(r),
-      );
-    }
-    await assert.rejects(new Sandbox({ limits: { memory: "64m" } }).run(["true"]), SetupError);
-  },
-  enforced ? { skip: "this user has writable cgroups: limits are enforced (the tests above)" } : {},
+  cgroups ? {} : { skip: "this user can make no cgroup here: the supervisor holds the limits" },
 );
 
 gtest("bad limit values get one line that says what is accepted", async () => {

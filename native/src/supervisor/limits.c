@@ -1,10 +1,20 @@
-/* Resource limits the kernel enforces: the caller (src/sandbox/limits/) makes the run's cgroups
- * and sets their limits; here the guest tree's init joins them before it runs any guest code (the
- * helper waits for its go byte, receiver.c), so every guest process is born inside. A memory
- * cgroup's OOM ends the whole run, as it ends a container: the OOM killer picks one process, and
- * a tree that lost one of its processes is not left running half-killed. */
+/* Resource limits. Where the host gives this user cgroups, the kernel enforces them: the caller
+ * (src/sandbox/cgroups.ts) makes the run's cgroups and sets their limits; here the guest tree's
+ * init joins them before it runs any guest code (the helper waits for its go byte, receiver.c),
+ * so every guest process is born inside. A memory cgroup's OOM ends the whole run, as it ends a
+ * container: the OOM killer picks one process, and a tree that lost one is not left running.
+ *
+ * Elsewhere the supervisor holds the tree to them itself ("watch" limits): memory by sampling
+ * the tree's resident sets every WATCH_MS (a run over the limit ends, as on an OOM; an allocation
+ * faster than a sample can overshoot until the next one), CPU by stopping the tree while it is
+ * ahead of its share and continuing it when it is back (its parents may see the stops), and
+ * processes by counting the tree's tasks at each fork, vfork and clone, which the filter then
+ * notifies: one past the limit fails with EAGAIN, as the pids controller answers. Forks are
+ * answered one at a time, so a count misses at most the forks the kernel is still making. */
 #include "run.h"
 #include "common/util.h"
+#include "filter/table.h"
+#include "handlers/handlers.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -12,7 +22,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/syscall.h>
+#include <linux/seccomp.h>
+#include <time.h>
 #include <unistd.h>
+
+#define WATCH_MS 20
 
 CV_API int cv_run_add_cgroup(cv_run *r, const char *procs_file) {
     if (!r || !procs_file || !*procs_file) return CV_ERR_INVALID;
@@ -90,4 +105,75 @@ void cv_limits_free(struct cv_run *r) {
     if (r->oom_efd >= 0) close(r->oom_efd);
     if (r->oom_ctl >= 0) close(r->oom_ctl);
     r->oom_efd = r->oom_ctl = -1;
+}
+
+CV_API int cv_run_set_watch_limits(cv_run *r, uint64_t memory_bytes, uint32_t pids, uint32_t cpu_milli) {
+    if (!r) return CV_ERR_INVALID;
+    if (atomic_load(&r->started)) return CV_ERR_STATE;
+    r->watch_mem = memory_bytes;
+    r->watch_pids = pids;
+    r->watch_cpu_milli = cpu_milli;
+    return 0;
+}
+
+CV_API int cv_run_get_limits(cv_run *r, cv_run_limits *out) {
+    if (!r || !out) return CV_ERR_INVALID;
+    if (!atomic_load(&r->finished)) return CV_ERR_STATE;
+    *out = r->limits;
+    return 0;
+}
+
+int cv_limits_watching(const struct cv_run *r) { return r->watch_mem || r->watch_cpu_milli; }
+
+int cv_limits_tick(struct cv_run *r) {
+    if (r->watch_t.tv_sec && cv_ms_since(&r->watch_t) < WATCH_MS) return 0;
+    clock_gettime(CLOCK_MONOTONIC, &r->watch_t);
+    struct cv_tree_usage u;
+    cv_tree_usage(r, &u);
+    static long page, hz;
+    if (!page) page = sysconf(_SC_PAGESIZE), hz = sysconf(_SC_CLK_TCK);
+    uint64_t bytes = u.rss_pages * (uint64_t)page;
+    if (bytes > r->limits.memory_peak) r->limits.memory_peak = bytes;
+    if (u.tasks > r->limits.pids_peak) r->limits.pids_peak = u.tasks;
+    r->limits.cpu_ms = u.ticks * 1000 / (uint64_t)hz;
+    if (r->watch_cpu_milli) {
+        /* Its share so far, with one tick of slack for the tick-sampled accounting. */
+        double share = cv_ms_since(&r->t0) * r->watch_cpu_milli / 1000.0 + 1000.0 / (double)hz;
+        int ahead = (double)r->limits.cpu_ms > share;
+        if (ahead != r->cpu_paused) {
+            cv_tree_pause(r, ahead);
+            r->cpu_paused = ahead;
+        } else if (ahead) {
+            cv_tree_pause(r, 1); /* born since the last stop */
+        }
+    }
+    if (r->watch_mem && bytes > r->watch_mem) {
+        r->limits.hit |= CV_LIMIT_MEMORY;
+        return 1;
+    }
+    return 0;
+}
+
+int cv_limits_counts(const struct cv_run *r, int nr) {
+    return r->watch_pids && (nr == __NR_fork || nr == __NR_vfork || nr == __NR_clone);
+}
+
+struct cv_reply cv_limits_fork(struct cv_notif *n) {
+    struct cv_run *r = n->run;
+    const struct seccomp_data *d = &n->req->data;
+    /* The row first, as the filter would have applied it: a refused clone stays refused. */
+    struct cv_filter_opts o = {.deny_network = r->network == CV_NET_DENY, .signals_scoped = r->signals_scoped};
+    uint64_t args[6];
+    memcpy(args, d->args, sizeof args);
+    uint32_t policy = cv_policy_eval(&o, d->arch, d->nr, args);
+    if ((policy & SECCOMP_RET_ACTION_FULL) == SECCOMP_RET_ERRNO) return cv_err((int)(policy & SECCOMP_RET_DATA));
+    struct cv_tree_usage u;
+    cv_tree_usage(r, &u);
+    if (u.tasks >= r->watch_pids) {
+        r->limits.hit |= CV_LIMIT_PIDS;
+        return cv_err(EAGAIN);
+    }
+    if (u.tasks + 1 > r->limits.pids_peak) r->limits.pids_peak = u.tasks + 1;
+    /* Allowed by the row, and only counted here: the kernel makes it from the same registers. */
+    return cv_continue();
 }

@@ -85,7 +85,14 @@ static void answer(struct cv_run *r, struct seccomp_notif *req) {
     atomic_fetch_add_explicit(&r->total, 1, memory_order_relaxed);
     struct cv_notif n;
     cv_notif_init(&n, r, req);
-    struct cv_reply rep = cv_hook_wants(r, nr) ? cv_hook_answer(&n) : cv_dispatch(&n);
+    struct cv_reply rep;
+    if (cv_limits_counts(r, nr)) {
+        /* Notified for the pids limit alone: counted, then the hook (if any) or the kernel. */
+        rep = cv_limits_fork(&n);
+        if (rep.kind == CV_REPLY_CONTINUE && cv_hook_wants(r, nr)) rep = cv_hook_answer(&n);
+    } else {
+        rep = cv_hook_wants(r, nr) ? cv_hook_answer(&n) : cv_dispatch(&n);
+    }
     if (rep.kind != CV_REPLY_DONE) cv_receiver_reply(r, req->id, rep);
 }
 
@@ -201,6 +208,7 @@ void *cv_receiver_main(void *arg) {
                 double left = r->timeout_ms - cv_ms_since(&r->t0);
                 wait_ms = left <= 0 ? 0 : (int)left + 1;
             }
+            if (cv_limits_watching(r) && (wait_ms < 0 || wait_ms > 20)) wait_ms = 20;
             if (ending) wait_ms = 10;
             int pr = poll(pf, 6, wait_ms);
             if (pr < 0 && errno != EINTR) break;
@@ -214,6 +222,7 @@ void *cv_receiver_main(void *arg) {
                 if (atomic_load(&r->kill_requested) && !killed) killed = 1;
             }
             if ((pf[5].revents & POLLIN) && cv_limits_oom(r)) out_of_memory = 1;
+            if (!ending && cv_limits_watching(r) && cv_limits_tick(r)) out_of_memory = 1;
             if (r->timeout_ms && !timed_out && cv_ms_since(&r->t0) >= r->timeout_ms) timed_out = 1;
             /* The main guest is gone, or the run must end: nothing of the tree survives it. */
             int must_end = (s.main_exited && s.others_left) || timed_out || killed || out_of_memory ||

@@ -102,6 +102,11 @@ struct cv_run {
     char *cgroup_procs[CV_MAX_CGROUPS]; /* cgroup.procs files the init joins (limits.c) */
     int ncgroup;
     int oom_efd, oom_ctl;     /* cgroup v1 OOM eventfd and its memory.oom_control, or -1 */
+    uint64_t watch_mem;       /* limits the supervisor holds itself (limits.c), 0: none */
+    uint32_t watch_pids, watch_cpu_milli;
+    cv_run_limits limits;     /* what the watch saw: peaks, the limits hit */
+    int cpu_paused;           /* the tree is stopped: ahead of its CPU share */
+    struct timespec watch_t;  /* the last sample */
     char **allow_unix;        /* host unix sockets the guest may reach (real paths) */
     size_t nallow_unix, allow_unix_cap;
     uint32_t timeout_ms;
@@ -185,6 +190,13 @@ void cv_run_unref(struct cv_run *r);
 int cv_limits_join(struct cv_run *r, char *msg, size_t msglen);
 int cv_limits_oom(struct cv_run *r);
 void cv_limits_free(struct cv_run *r);
+/* The supervisor's own limits: a sample every few ms while watching (1: over the memory limit),
+ * and the count at each fork the filter notifies for them. */
+int cv_limits_watching(const struct cv_run *r);
+int cv_limits_tick(struct cv_run *r);
+int cv_limits_counts(const struct cv_run *r, int nr);
+struct cv_notif;
+struct cv_reply cv_limits_fork(struct cv_notif *n);
 void cv_run_mark_finished(struct cv_run *r);
 void cv_run_fail(struct cv_run *r, int err, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -213,6 +225,13 @@ int cv_tree_is_member(const struct cv_run *r, pid_t pid); /* init excluded */
  * after it), or 0 when there is none. */
 pid_t cv_tree_main(const struct cv_run *r);
 int cv_tree_kill(const struct cv_run *r);                 /* SIGKILL every descendant of init */
+struct cv_tree_usage {
+    uint64_t rss_pages; /* resident pages, summed over the processes */
+    uint64_t ticks;     /* CPU time, clock ticks */
+    uint32_t tasks;     /* live threads, the init's included */
+};
+void cv_tree_usage(const struct cv_run *r, struct cv_tree_usage *u);
+void cv_tree_pause(const struct cv_run *r, int stop);     /* SIGSTOP/SIGCONT the descendants */
 /* Call fn for every member process (tgid) whose process group is pgrp (0: any). */
 int cv_tree_each(const struct cv_run *r, pid_t pgrp, int (*fn)(pid_t pid, void *arg), void *arg);
 

@@ -110,7 +110,7 @@ static int do_spawn(struct cv_run *r, char *msg, size_t msglen) {
     char hooks[CV_MAX_NR * 4];
     size_t hl = 0;
     for (int nr = 0; nr < CV_MAX_NR; nr++)
-        if (cv_nr_in(r->hooked, nr) || cv_nr_in(r->traced, nr))
+        if (cv_nr_in(r->hooked, nr) || cv_nr_in(r->traced, nr) || cv_limits_counts(r, nr))
             hl += (size_t)snprintf(hooks + hl, sizeof hooks - hl, "%s%d", hl ? "," : "", nr);
     if (hl) { av[n++] = "--hook"; av[n++] = hooks; }
     /* No snapshot layer and nothing in an upper yet: the guest sees the host (minus hidden

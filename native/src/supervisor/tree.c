@@ -140,3 +140,47 @@ pid_t cv_tree_main(const struct cv_run *r) {
     free(ps);
     return best;
 }
+
+/* What the tree (the init included) uses now, from one /proc scan: memory (the sum of the
+ * processes' resident sets: shared pages count once per process, so it errs high), tasks
+ * (threads included, as the pids controller counts), and CPU time in clock ticks (each live
+ * process's own and that of the children it reaped: a process that ended counts in its
+ * reaper, and the init reaps the rest). */
+static int read_usage(pid_t pid, struct cv_tree_usage *u) {
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    if (cv_read_small(path, buf, sizeof buf) <= 0) return -1;
+    char *rp = strrchr(buf, ')');
+    if (!rp) return -1;
+    char state;
+    unsigned long ut, st;
+    long cut, cst, threads, rss;
+    /* state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime cutime
+     * cstime priority nice num_threads itrealvalue starttime vsize rss */
+    if (sscanf(rp + 1, " %c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu %ld %ld %*d %*d %ld %*d %*u %*u %ld",
+               &state, &ut, &st, &cut, &cst, &threads, &rss) != 7)
+        return -1;
+    u->ticks += (uint64_t)ut + st + (uint64_t)(cut > 0 ? cut : 0) + (uint64_t)(cst > 0 ? cst : 0);
+    if (state == 'Z' || state == 'X') return 0;
+    u->tasks += threads > 0 ? (uint32_t)threads : 1;
+    u->rss_pages += rss > 0 ? (uint64_t)rss : 0;
+    return 0;
+}
+
+void cv_tree_usage(const struct cv_run *r, struct cv_tree_usage *u) {
+    *u = (struct cv_tree_usage){0};
+    read_usage(r->init_pid, u);
+    struct pinfo *ps;
+    size_t n = descendants(r, &ps);
+    for (size_t i = 0; i < n; i++) read_usage(ps[i].pid, u);
+    free(ps);
+}
+
+/* SIGSTOP (stop) or SIGCONT every descendant of the init: the supervisor's CPU limit. */
+void cv_tree_pause(const struct cv_run *r, int stop) {
+    struct pinfo *ps;
+    size_t n = descendants(r, &ps);
+    for (size_t i = 0; i < n; i++)
+        if (ps[i].state != 'Z' && ps[i].state != 'X') kill(ps[i].pid, stop ? SIGSTOP : SIGCONT);
+    free(ps);
+}
