@@ -11,7 +11,6 @@ import {
   writeFileSync,
 } from "node:fs";
 import { join, relative } from "node:path";
-import { SetupError } from "../core/errors.js";
 import type { LimitsReport, ParsedLimits } from "./limits.js";
 
 /** A mount from /proc/self/mountinfo. */
@@ -84,11 +83,6 @@ function controllersOf(limits: ParsedLimits): V1Controller[] {
   return out;
 }
 
-const FLAG: Record<V1Controller, string> = {
-  memory: "--memory",
-  pids: "--pids-limit",
-  cpu: "--cpus",
-};
 const CFS_PERIOD_US = 100_000;
 /** The prefix of a run's cgroup: cvisor-<pid of the cvisor that made it>-<n>. */
 const PREFIX = "cvisor-";
@@ -96,10 +90,12 @@ let serial = 0;
 
 /** The cgroups of one run: what the core needs, then the report and the removal. */
 export interface RunCgroups {
-  /** cgroup.procs files the guest's init is written into. */
+  /** cgroup.procs files the guest's init is written into (none: no cgroup could be made). */
   procs: string[];
   /** The v1 memory cgroup whose OOM ends the run. */
   oomV1: string | undefined;
+  /** The limits no cgroup holds here (this user cannot make one): the supervisor's to hold. */
+  unheld: ParsedLimits | undefined;
   /** Reads the peaks and what was hit; call once the guest tree is gone. */
   report(): LimitsReport;
   /** Kills what is left in them and removes them (idempotent). */
@@ -108,8 +104,8 @@ export interface RunCgroups {
 
 /**
  * Makes a cgroup v1 child per controller the limits need, under this process's own cgroup, with
- * the limits written in. A SetupError (exit 125) that says what to do when this host gives no
- * writable cgroup for one of them: a limit is never silently dropped.
+ * the limit written in. A controller that is not mounted, or whose cgroup this user cannot make
+ * or set, leaves its limit in `unheld` (the supervisor holds it): a limit is never dropped.
  */
 export function openCgroups(
   limits: ParsedLimits,
@@ -119,42 +115,39 @@ export function openCgroups(
   const paths = parseProcCgroup(procSelf.cgroup);
   const name = `${PREFIX}${process.pid}-${++serial}`;
   const made = new Map<V1Controller, string>();
+  const unheld: ParsedLimits = {};
   const remove = (): void => {
     for (const dir of made.values()) removeCgroup(dir);
     made.clear();
   };
-  try {
-    for (const controller of controllersOf(limits)) {
-      const parent = v1Dir(controller, mounts, paths);
-      if (parent === null) {
-        throw new SetupError(
-          `${FLAG[controller]}: this host has no cgroup ${controller} controller mounted (cvisor enforces limits with cgroups; see cvisor doctor)`,
-          "ENOCGROUP",
-        );
-      }
+  for (const controller of controllersOf(limits)) {
+    const parent = v1Dir(controller, mounts, paths);
+    const dir = parent === null ? null : join(parent, name);
+    if (parent !== null && dir !== null) {
       sweep(parent);
-      const dir = join(parent, name);
       try {
         mkdirSync(dir);
-      } catch (err) {
-        const code = (err as NodeJS.ErrnoException).code ?? String(err);
-        throw new SetupError(
-          `${FLAG[controller]}: cannot create a cgroup under ${parent} (${code}); limits need root or a writable cgroup here (see cvisor doctor)`,
-          "ENOCGROUP",
-        );
+        made.set(controller, dir);
+        writeLimits(controller, dir, limits);
+        continue;
+      } catch {
+        // Not this user's to make or set here: the supervisor holds this one.
+        if (made.get(controller) === dir) {
+          removeCgroup(dir);
+          made.delete(controller);
+        }
       }
-      made.set(controller, dir);
-      writeLimits(controller, dir, limits);
     }
-  } catch (err) {
-    remove();
-    throw err;
+    if (controller === "memory") unheld.memoryBytes = limits.memoryBytes;
+    if (controller === "pids") unheld.pids = limits.pids;
+    if (controller === "cpu") unheld.cpus = limits.cpus;
   }
   const memory = made.get("memory");
   const pids = made.get("pids");
   return {
-    procs: [...made.values()].map((dir) => join(dir, "cgroup.procs")),
+    procs: [...made.values()].map((d) => join(d, "cgroup.procs")),
     oomV1: memory,
+    unheld: Object.keys(unheld).length > 0 ? unheld : undefined,
     report: () => {
       const report: LimitsReport = {};
       if (memory !== undefined && limits.memoryBytes !== undefined) {
@@ -169,9 +162,7 @@ export function openCgroups(
       if (pids !== undefined && limits.pids !== undefined) {
         const peak = readNumber(join(pids, "pids.peak"));
         report.pids = { limit: limits.pids, mechanism: "cgroup-v1", ...(peak ? { peak } : {}) };
-        if (report.limitHit === undefined && eventCount(join(pids, "pids.events"), "max") > 0) {
-          report.limitHit = "pids";
-        }
+        if (eventCount(join(pids, "pids.events"), "max") > 0) report.limitHit ??= "pids";
       }
       if (made.has("cpu") && limits.cpus !== undefined) {
         report.cpus = { limit: limits.cpus, mechanism: "cgroup-v1" };
@@ -189,28 +180,21 @@ function readProcSelf(): { mountinfo: string; cgroup: string } {
   };
 }
 
+/** Writes a controller's limit; throws when this user may not. */
 function writeLimits(controller: V1Controller, dir: string, limits: ParsedLimits): void {
   const set = (file: string, value: number | string): void =>
     writeFileSync(join(dir, file), `${value}\n`);
-  try {
-    if (controller === "memory" && limits.memoryBytes !== undefined) {
-      set("memory.limit_in_bytes", limits.memoryBytes);
-      // No swap beyond it: memory+swap gets the same limit, where swap accounting is on.
-      if (existsSync(join(dir, "memory.memsw.limit_in_bytes"))) {
-        set("memory.memsw.limit_in_bytes", limits.memoryBytes);
-      }
-    } else if (controller === "pids" && limits.pids !== undefined) {
-      set("pids.max", limits.pids);
-    } else if (controller === "cpu" && limits.cpus !== undefined) {
-      set("cpu.cfs_period_us", CFS_PERIOD_US);
-      set("cpu.cfs_quota_us", Math.max(1000, Math.round(limits.cpus * CFS_PERIOD_US)));
+  if (controller === "memory" && limits.memoryBytes !== undefined) {
+    set("memory.limit_in_bytes", limits.memoryBytes);
+    // No swap beyond it: memory+swap gets the same limit, where swap accounting is on.
+    if (existsSync(join(dir, "memory.memsw.limit_in_bytes"))) {
+      set("memory.memsw.limit_in_bytes", limits.memoryBytes);
     }
-  } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code ?? String(err);
-    throw new SetupError(
-      `${FLAG[controller]}: cannot set the limit in ${dir} (${code})`,
-      "ENOCGROUP",
-    );
+  } else if (controller === "pids" && limits.pids !== undefined) {
+    set("pids.max", limits.pids);
+  } else if (controller === "cpu" && limits.cpus !== undefined) {
+    set("cpu.cfs_period_us", CFS_PERIOD_US);
+    set("cpu.cfs_quota_us", Math.max(1000, Math.round(limits.cpus * CFS_PERIOD_US)));
   }
 }
 

@@ -45,7 +45,7 @@ const PURPOSE: Record<string, string> = {
   credentials: "keeping tokens and keys of common tools out of the guest's reach",
   cgroup_v2: "resource limits: not used yet (cvisor enforces them with cgroup v1 today)",
   cgroup_v1: "--memory, --pids-limit and --cpus: each run gets a cgroup of each controller",
-  limits: "which mechanism enforces each limit here, for this user",
+  limits: "which mechanism enforces each of --memory, --pids-limit and --cpus here, for this user",
 };
 
 function check(
@@ -297,7 +297,14 @@ function cgroupV1Check(v1: V1Results): Check {
   return check("cgroup_v1", name, "warn", detail, fix);
 }
 
-/** Per limit, what enforces it for this user here, or why nothing does. */
+/** How the supervisor holds a limit where no cgroup can. */
+const SUPERVISOR = {
+  memory: "samples the tree's memory every 20 ms",
+  pids: "counts the tree's tasks at each fork",
+  cpu: "stops the tree while it is ahead of its share",
+} as const;
+
+/** Per limit, what enforces it for this user here, and why not a better one. */
 function limitsCheck(v1: V1Results, v2: Check): Check {
   const flags = { memory: "--memory", pids: "--pids-limit", cpu: "--cpus" } as const;
   const lines: string[] = [];
@@ -310,7 +317,9 @@ function limitsCheck(v1: V1Results, v2: Check): Check {
     missing++;
     const v1Why = r === null ? `no v1 ${controller} controller` : `v1 ${controller}: ${r.err}`;
     const v2Why = v2.status === "ok" ? "cgroup v2: not used yet" : `cgroup v2: ${v2.detail}`;
-    lines.push(`${flags[controller]}: refused here (${v1Why}; ${v2Why})`);
+    lines.push(
+      `${flags[controller]}: the supervisor ${SUPERVISOR[controller]} (${v1Why}; ${v2Why})`,
+    );
   }
   const detail = lines.join("; ");
   if (missing === 0) return check("limits", "resource limits", "ok", detail);
@@ -319,7 +328,7 @@ function limitsCheck(v1: V1Results, v2: Check): Check {
     "resource limits",
     "warn",
     detail,
-    "run as root, or chown this process's v1 memory, pids and cpu cgroups to this user",
+    "for the kernel to enforce them: run as root, or chown this process's v1 memory, pids and cpu cgroups to this user",
   );
 }
 

@@ -1,7 +1,7 @@
 // The steps of a run that do not depend on how its end is awaited, shared by Sandbox (the done
 // fd watched from the event loop) and the CLI (a blocking cv_run_wait_forwarding).
 import { resolve as resolvePath } from "node:path";
-import { CvisorError, UsageError } from "../core/errors.js";
+import { UsageError } from "../core/errors.js";
 import * as native from "../core/native.js";
 import { defaultHiddenPaths } from "../paths.js";
 import { openCgroups, type RunCgroups } from "./cgroups.js";
@@ -66,45 +66,40 @@ export function runSpec(
   };
 }
 
-/** How a run's limits are held: by its cgroups, or by the supervisor itself. */
-type HeldBy = { cgroups: RunCgroups } | { watch: ParsedLimits };
+/** How a run's limits are held: by its cgroups, and the rest by the supervisor itself. */
+interface HeldBy {
+  cgroups: RunCgroups;
+  watch: ParsedLimits | undefined;
+}
 
 /** The runs that have limits, until their report is read. */
 const runLimits = new WeakMap<native.NativeRun, HeldBy>();
 
 /**
- * createRun, with the run's limits held by the best means this user has here: cgroups (made
- * first, removed again on failure), else the supervisor itself (src/sandbox/cgroups.ts says
- * which; native/src/supervisor/limits.c how).
+ * createRun, with each of the run's limits held by the best means this user has here: a cgroup
+ * (made first, removed again on failure), else the supervisor itself (src/sandbox/cgroups.ts
+ * says which; native/src/supervisor/limits.c how).
  */
-export function createPlannedRun(spec: PlannedRun & Pick<native.RunSpec, "stdio">): native.NativeRun {
+export function createPlannedRun(
+  spec: PlannedRun & Pick<native.RunSpec, "stdio">,
+): native.NativeRun {
   const { limits, ...rest } = spec;
   if (!limits) return native.createRun(rest);
-  const cgroups = tryCgroups(limits);
-  if (!cgroups) {
-    const run = native.createRun({ ...rest, watch: limits });
-    runLimits.set(run, { watch: limits });
-    return run;
-  }
+  const cgroups = openCgroups(limits);
+  const watch = cgroups.unheld;
   let run: native.NativeRun;
   try {
-    run = native.createRun({ ...rest, cgroups: { procs: cgroups.procs, oomV1: cgroups.oomV1 } });
+    run = native.createRun({
+      ...rest,
+      cgroups: { procs: cgroups.procs, oomV1: cgroups.oomV1 },
+      ...(watch ? { watch } : {}),
+    });
   } catch (err) {
     cgroups.remove();
     throw err;
   }
-  runLimits.set(run, { cgroups });
+  runLimits.set(run, { cgroups, watch });
   return run;
-}
-
-/** The run's cgroups, or undefined when this user can make none here. */
-function tryCgroups(limits: ParsedLimits): RunCgroups | undefined {
-  try {
-    return openCgroups(limits);
-  } catch (err) {
-    if (err instanceof CvisorError && err.code === "ENOCGROUP") return undefined;
-    throw err;
-  }
 }
 
 /**
@@ -116,9 +111,11 @@ export function releaseLimits(run: native.NativeRun): LimitsReport | undefined {
   const held = runLimits.get(run);
   if (!held) return undefined;
   runLimits.delete(run);
-  if ("watch" in held) return run.alive ? watchReport(held.watch, native.watchedLimits(run)) : undefined;
   try {
-    return held.cgroups.report();
+    const report = held.cgroups.report();
+    if (!held.watch || !run.alive) return report;
+    const watched = watchReport(held.watch, native.watchedLimits(run));
+    return { ...report, ...watched, limitHit: report.limitHit ?? watched.limitHit };
   } finally {
     held.cgroups.remove();
   }
@@ -130,7 +127,8 @@ function watchReport(limits: ParsedLimits, seen: native.WatchedLimits): LimitsRe
   if (limits.memoryBytes !== undefined) {
     report.memory = { limit: limits.memoryBytes, mechanism, peak: seen.memoryPeak };
   }
-  if (limits.pids !== undefined) report.pids = { limit: limits.pids, mechanism, peak: seen.pidsPeak };
+  if (limits.pids !== undefined)
+    report.pids = { limit: limits.pids, mechanism, peak: seen.pidsPeak };
   if (limits.cpus !== undefined) report.cpus = { limit: limits.cpus, mechanism };
   if (seen.memoryHit) report.limitHit = "memory";
   else if (seen.pidsHit) report.limitHit = "pids";

@@ -5,7 +5,7 @@
 // timeout, or a kill -9 of cvisor.
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { existsSync, readdirSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { Sandbox } from "../../src/index.js";
 import { openCgroups, parseMountinfo, parseProcCgroup, v1Dir } from "../../src/sandbox/cgroups.js";
@@ -19,18 +19,14 @@ import {
   processesWith,
   waitFor,
 } from "../helpers/repo.js";
-import { readFileSync } from "node:fs";
 
 const PY = "/usr/bin/python3"; // not a shim that forks on its way (pyenv)
 
 /** Whether this user can make the run cgroups of every limit here (root on this machine). */
 function cgroupsWork(): boolean {
-  try {
-    openCgroups({ memoryBytes: 64 << 20, pids: 64, cpus: 1 }).remove();
-    return true;
-  } catch {
-    return false;
-  }
+  const made = openCgroups({ memoryBytes: 64 << 20, pids: 64, cpus: 1 });
+  made.remove();
+  return made.unheld === undefined;
 }
 
 /** The run cgroups (cvisor-*) under this process's memory, pids and cpu cgroups. */
@@ -109,6 +105,45 @@ print(ok, refused)`;
     assert.equal(r.limits?.pids?.mechanism, mechanism);
     assert.equal(r.limits?.pids?.peak, 32);
     assert.deepEqual(processesWith(marker), [], "nothing of the tree is left");
+  },
+);
+
+gtest(
+  "--pids-limit 32: a tree of processes that all fork at once never has more than 32",
+  async () => {
+    const marker = uniqueToken("bomb");
+    // A bounded bomb (at most 511 processes even with no limit): every process forks two that
+    // fork in turn, all at once, and each stays alive a while.
+    const py = `import os, time
+def grow(depth):
+    for _ in range(2):
+        if depth == 0:
+            return
+        try:
+            pid = os.fork()
+        except BlockingIOError:
+            continue
+        if pid == 0:
+            grow(depth - 1)
+            time.sleep(1.5)
+            os._exit(0)
+grow(8)
+time.sleep(1.5)`;
+    const run = new Sandbox({ limits: { pids: 32 } }).run([PY, "-c", py, marker]);
+    let most = 0;
+    let done = false;
+    void run.finally(() => (done = true));
+    while (!done) {
+      most = Math.max(most, processesWith(marker).length);
+      await sleep(5);
+    }
+    const r = await run;
+    assert.equal(r.exitCode, 0, r.stderr);
+    // The sandbox's init is one of the 32 (its argv holds the command, marker included).
+    assert.ok(most > 10 && most <= 32, `at most ${most} processes at once`);
+    assert.ok((r.limits?.pids?.peak ?? 99) <= 32, JSON.stringify(r.limits));
+    assert.equal(r.limitHit, "pids");
+    assert.deepEqual(processesWith(marker), []);
   },
 );
 

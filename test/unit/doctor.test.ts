@@ -95,13 +95,16 @@ test("cgroup checks try this process's own cgroup directories", () => {
   assert.equal(limits?.status, "warn");
   assert.match(
     limits?.detail ?? "",
-    /--memory: refused here \(v1 memory: EACCES; cgroup v2: not used yet\)/,
+    /--memory: the supervisor samples the tree's memory every 20 ms \(v1 memory: EACCES; cgroup v2: not used yet\)/,
   );
   assert.match(
     limits?.detail ?? "",
     /--pids-limit: cgroup v1 \(\/sys\/fs\/cgroup\/pids\/user\.slice\)/,
   );
-  assert.match(limits?.detail ?? "", /--cpus: refused here \(no v1 cpu controller/);
+  assert.match(
+    limits?.detail ?? "",
+    /--cpus: the supervisor stops the tree while it is ahead of its share \(no v1 cpu controller/,
+  );
   const denied = cgroupChecks(mountinfo, procCgroup, () => "EACCES");
   assert.equal(status(denied, "cgroup_v2"), "warn");
   assert.equal(status(denied, "cgroup_v1"), "warn");

@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #define WATCH_MS 20
+#define RESERVE_MS 20
 
 CV_API int cv_run_add_cgroup(cv_run *r, const char *procs_file) {
     if (!r || !procs_file || !*procs_file) return CV_ERR_INVALID;
@@ -169,11 +170,22 @@ struct cv_reply cv_limits_fork(struct cv_notif *n) {
     if ((policy & SECCOMP_RET_ACTION_FULL) == SECCOMP_RET_ERRNO) return cv_err((int)(policy & SECCOMP_RET_DATA));
     struct cv_tree_usage u;
     cv_tree_usage(r, &u);
-    if (u.tasks >= r->watch_pids) {
+    /* Forks let through that the scan may not see yet: each holds its place until the count
+     * reaches it (its task exists) or RESERVE_MS passed (one that ended at once frees it then). */
+    int kept = 0;
+    for (int i = 0; i < r->npids_resv; i++)
+        if (u.tasks < r->pids_resv[i].expect && cv_ms_since(&r->pids_resv[i].t) < RESERVE_MS)
+            r->pids_resv[kept++] = r->pids_resv[i];
+    r->npids_resv = kept;
+    uint32_t counted = u.tasks + (uint32_t)kept;
+    if (counted >= r->watch_pids || kept == CV_MAX_PIDS_RESV) {
         r->limits.hit |= CV_LIMIT_PIDS;
         return cv_err(EAGAIN);
     }
-    if (u.tasks + 1 > r->limits.pids_peak) r->limits.pids_peak = u.tasks + 1;
+    r->pids_resv[kept].expect = counted + 1;
+    clock_gettime(CLOCK_MONOTONIC, &r->pids_resv[kept].t);
+    r->npids_resv = kept + 1;
+    if (counted + 1 > r->limits.pids_peak) r->limits.pids_peak = counted + 1;
     /* Allowed by the row, and only counted here: the kernel makes it from the same registers. */
     return cv_continue();
 }

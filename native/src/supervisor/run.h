@@ -72,6 +72,7 @@ struct cv_pty_pin; /* handlers/pty.c */
 struct cv_unix_name; /* handlers/sock.c */
 
 #define CV_MAX_CGROUPS 8
+#define CV_MAX_PIDS_RESV 64
 
 struct cv_run {
     /* configuration, fixed once started */
@@ -106,6 +107,8 @@ struct cv_run {
     uint32_t watch_pids, watch_cpu_milli;
     cv_run_limits limits;     /* what the watch saw: peaks, the limits hit */
     int cpu_paused;           /* the tree is stopped: ahead of its CPU share */
+    struct { uint32_t expect; struct timespec t; } pids_resv[CV_MAX_PIDS_RESV]; /* forks in flight */
+    int npids_resv;
     struct timespec watch_t;  /* the last sample */
     char **allow_unix;        /* host unix sockets the guest may reach (real paths) */
     size_t nallow_unix, allow_unix_cap;
