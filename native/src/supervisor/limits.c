@@ -131,8 +131,7 @@ int cv_limits_tick(struct cv_run *r) {
     clock_gettime(CLOCK_MONOTONIC, &r->watch_t);
     struct cv_tree_usage u;
     cv_tree_usage(r, &u);
-    static long page, hz;
-    if (!page) page = sysconf(_SC_PAGESIZE), hz = sysconf(_SC_CLK_TCK);
+    long page = sysconf(_SC_PAGESIZE), hz = sysconf(_SC_CLK_TCK);
     uint64_t bytes = u.rss_pages * (uint64_t)page;
     if (bytes > r->limits.memory_peak) r->limits.memory_peak = bytes;
     if (u.tasks > r->limits.pids_peak) r->limits.pids_peak = u.tasks;
