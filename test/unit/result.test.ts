@@ -75,6 +75,24 @@ test("a normal exit has no message and no execError", () => {
   assert.equal(result.stderr, "err");
 });
 
+test("a memory limit that ended the run is 137 and one line, whatever process the kernel chose", () => {
+  const limits = { memory: { limit: 256 << 20, mechanism: "cgroup-v1", peak: 256 << 20 } };
+  // The OOM killer took a child; the main process exited 1 before the tree was killed.
+  const hit = toRunResult(raw({ exitCode: 1 }), {}, "", "", [], { ...limits, limitHit: "memory" });
+  assert.equal(hit.exitCode, 137);
+  assert.equal(hit.signal, "SIGKILL");
+  assert.equal(hit.limitHit, "memory");
+  assert.deepEqual(hit.limits, limits);
+  assert.equal(runMessage(hit, "x", undefined, noText), "memory limit 256 MiB reached");
+  assert.deepEqual(JSON.parse(jsonReport(hit)).limits, limits);
+  // A refused fork changes neither the exit code nor the message.
+  const pids = { pids: { limit: 8, mechanism: "supervisor", peak: 8 } };
+  const forks = toRunResult(raw({ exitCode: 0 }), {}, "", "", [], { ...pids, limitHit: "pids" });
+  assert.equal(forks.exitCode, 0);
+  assert.equal(forks.limitHit, "pids");
+  assert.equal(runMessage(forks, "x", undefined, noText), null);
+});
+
 test("CV_RUN_FAILED is a CvisorError with the C message", () => {
   const failure = runFailure(
     raw({ state: RUN_STATE.FAILED, error: -1004, message: "helper not found" }),
