@@ -122,12 +122,16 @@ CV_API int cv_run_watch_oom_v1(cv_run *r, const char *memcg_dir);
  * bytes (the tree's resident sets, sampled), tasks at once (counted at each fork), CPU in
  * thousandths of a core (the tree stopped while ahead of its share). */
 CV_API int cv_run_set_watch_limits(cv_run *r, uint64_t memory_bytes, uint32_t pids, uint32_t cpu_milli);
-enum { CV_LIMIT_MEMORY = 1, CV_LIMIT_PIDS = 2 };
+/* What the run's upper layer may hold, in bytes (its files' blocks, walked on a thread of its
+ * own every 20 ms, or ten times as long as a walk takes); over it, the run ends. 0: none. */
+CV_API int cv_run_set_disk_limit(cv_run *r, uint64_t bytes);
+enum { CV_LIMIT_MEMORY = 1, CV_LIMIT_PIDS = 2, CV_LIMIT_DISK = 4 };
 typedef struct cv_run_limits {
     uint64_t memory_peak;  /* bytes: the most the watch saw resident at once */
     uint32_t pids_peak;    /* the most tasks at once it counted */
     uint32_t hit;          /* CV_LIMIT_* the run reached */
     uint64_t cpu_ms;       /* CPU time of the tree */
+    uint64_t disk_peak;    /* bytes: the most the upper layer held when walked */
 } cv_run_limits;
 /* After the run: what the watch limits saw. CV_ERR_STATE before the end. */
 CV_API int cv_run_get_limits(cv_run *r, cv_run_limits *out);

@@ -25,9 +25,9 @@ export function runMessage(
   errnoText: (name: string) => string,
 ): string | null {
   if (result.timedOut) return `timed out after ${timeoutText ?? "the deadline"}`;
-  const memory = result.limits?.memory;
-  if (result.limitHit === "memory" && memory)
-    return `memory limit ${memoryText(memory.limit)} reached`;
+  const hit = result.limitHit;
+  const limit = hit === "memory" || hit === "disk" ? result.limits?.[hit] : undefined;
+  if (hit && limit) return `${hit} limit ${memoryText(limit.limit)} reached`;
   if (result.execError === "ENOENT") return `${command}: command not found`;
   if (result.execError !== undefined) return `${command}: ${errnoText(result.execError)}`;
   return null;

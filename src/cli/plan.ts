@@ -35,7 +35,7 @@ export interface RunPlan {
   traceFile?: string;
   /** -t (true) or -T (false): a pty of the guest's own or never; unset: the shell on a terminal. */
   tty?: boolean;
-  /** --memory, --pids-limit, --cpus (checked). */
+  /** --memory, --pids-limit, --cpus, --disk (checked). */
   limits?: ParsedLimits;
 }
 
@@ -117,6 +117,7 @@ export interface RootOptions {
   memory?: string;
   pidsLimit?: string;
   cpus?: string;
+  disk?: string;
 }
 
 /** The run plan for parsed options and the command after `--` (an error plan if invalid). */
@@ -153,6 +154,7 @@ export function buildRunPlan(
       ...(opts.memory !== undefined ? { memory: opts.memory } : {}),
       ...(opts.pidsLimit !== undefined ? { pids: opts.pidsLimit } : {}),
       ...(opts.cpus !== undefined ? { cpus: opts.cpus } : {}),
+      ...(opts.disk !== undefined ? { disk: opts.disk } : {}),
     });
   } catch (err) {
     if (err instanceof CvisorError) {

@@ -44,7 +44,7 @@ export interface RunSpec {
   /** The run's cgroups (src/sandbox/cgroups.ts): joined before any guest code runs. */
   cgroups?: { procs: readonly string[]; oomV1?: string | undefined } | undefined;
   /** Limits the supervisor holds the tree to itself (where no cgroup can). */
-  watch?: { memoryBytes?: number; pids?: number; cpus?: number } | undefined;
+  watch?: { memoryBytes?: number; pids?: number; cpus?: number; diskBytes?: number } | undefined;
 }
 
 /** cv_run_limits: what the supervisor's own limits saw. */
@@ -53,7 +53,9 @@ export interface WatchedLimits {
   pidsPeak: number;
   memoryHit: boolean;
   pidsHit: boolean;
+  diskHit: boolean;
   cpuMs: number;
+  diskPeak: number;
 }
 
 /** cv_run_result, decoded. */
@@ -113,6 +115,7 @@ interface Binding {
   watchOomV1: Fn<[Ptr, string], number>;
   setWatchLimits: Fn<[Ptr, bigint, number, number], number>;
   getLimits: Fn<[Ptr, Buffer], number>;
+  setDiskLimit: Fn<[Ptr, bigint], number>;
   setUpper: Fn<[Ptr, string, string], number>;
   addLower: Fn<[Ptr, string], number>;
   start: Fn<[Ptr, number[]], number>;
@@ -343,6 +346,7 @@ const PROTOTYPES: Record<keyof Binding, string> = {
   setWatchLimits:
     "int cv_run_set_watch_limits(cv_run *r, uint64_t memory, uint32_t pids, uint32_t cpu_milli)",
   getLimits: "int cv_run_get_limits(cv_run *r, void *out)",
+  setDiskLimit: "int cv_run_set_disk_limit(cv_run *r, uint64_t bytes)",
   setUpper: "int cv_run_set_upper(cv_run *r, const char *upper, const char *work)",
   addLower: "int cv_run_add_lower(cv_run *r, const char *layer_dir)",
   start: "int cv_run_start(cv_run *r, _Out_ int *done_fd)",
@@ -516,6 +520,8 @@ export function createRun(spec: RunSpec): NativeRun {
       const { memoryBytes, pids, cpus } = spec.watch;
       const milli = cpus === undefined ? 0 : Math.max(1, Math.round(cpus * 1000));
       check(b.setWatchLimits(ptr, BigInt(memoryBytes ?? 0), pids ?? 0, milli), "limits");
+      const disk = spec.watch.diskBytes;
+      if (disk !== undefined) check(b.setDiskLimit(ptr, BigInt(disk)), "disk limit");
     }
     if (spec.upper !== undefined) {
       check(
@@ -593,7 +599,7 @@ export function getResult(run: NativeRun): NativeRunResult {
 
 /** cv_run_get_limits, decoded; valid once the run is over. */
 export function watchedLimits(run: NativeRun): WatchedLimits {
-  const out = Buffer.alloc(24); // struct cv_run_limits
+  const out = Buffer.alloc(32); // struct cv_run_limits
   check(lib().getLimits(run.ptr, out), "cannot read the run's limits");
   const hit = out.readUInt32LE(12);
   return {
@@ -601,7 +607,9 @@ export function watchedLimits(run: NativeRun): WatchedLimits {
     pidsPeak: out.readUInt32LE(8),
     memoryHit: (hit & 1) !== 0,
     pidsHit: (hit & 2) !== 0,
+    diskHit: (hit & 4) !== 0,
     cpuMs: Number(out.readBigUInt64LE(16)),
+    diskPeak: Number(out.readBigUInt64LE(24)),
   };
 }
 

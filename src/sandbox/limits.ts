@@ -11,6 +11,8 @@ export interface Limits {
   pids?: number | string;
   /** CPU time of the guest tree, in cores: 0.5 is half of one core. */
   cpus?: number | string;
+  /** What the sandbox's layer may hold (its files' blocks), as memory: "2g". */
+  disk?: number | string;
 }
 
 /** Limits checked and in the units the kernel takes. */
@@ -18,13 +20,14 @@ export interface ParsedLimits {
   memoryBytes?: number;
   pids?: number;
   cpus?: number;
+  diskBytes?: number;
 }
 
 /** One limit in a run's report: what it was, what enforced it, how close the guest came. */
 export interface LimitReport {
   /** The limit: bytes, processes, or cores. */
   limit: number;
-  /** "cgroup-v1" (the kernel's cgroup v1 controller). */
+  /** "cgroup-v1" (the kernel's cgroup v1 controller) or "supervisor" (cvisor's own watch). */
   mechanism: string;
   /** The most the guest tree used: bytes or processes (absent for CPU). */
   peak?: number;
@@ -35,26 +38,48 @@ export interface LimitsReport {
   memory?: LimitReport;
   pids?: LimitReport;
   cpus?: LimitReport;
-  /** The memory limit ended the run (137); pids: a fork was refused (EAGAIN) at the limit. */
-  limitHit?: "memory" | "pids";
+  disk?: LimitReport;
+  /** memory, disk: the limit ended the run (137); pids: a fork was refused (EAGAIN). */
+  limitHit?: LimitHit;
 }
+
+/** The limit a run reached. */
+export type LimitHit = "memory" | "pids" | "disk";
 
 /** Docker's smallest --memory: below it a process cannot even start. */
 const MIN_MEMORY = 6 * 1024 * 1024;
 const UNITS: Record<string, number> = { b: 1, k: 1024, m: 1024 ** 2, g: 1024 ** 3, t: 1024 ** 4 };
 
-/** Bytes of a --memory value: bytes as a number, or digits with b, k, m, g (KiB, MiB...). */
-export function parseMemory(value: number | string): number {
+/** Bytes of a size: bytes as a number, or digits with b, k, m, g, t (KiB, MiB...); NaN if not. */
+function parseSize(value: number | string): number {
   const text = String(value).trim().toLowerCase();
   const match = /^(\d+(?:\.\d+)?)([bkmgt])?(?:i?b)?$/.exec(text);
   const bytes = match?.[1] ? Number(match[1]) * (UNITS[match[2] ?? "b"] ?? 1) : NaN;
-  if (!Number.isFinite(bytes) || bytes < MIN_MEMORY || bytes > Number.MAX_SAFE_INTEGER) {
+  return bytes > Number.MAX_SAFE_INTEGER ? NaN : Math.floor(bytes);
+}
+
+/** What the sandbox's layer may hold: a size, at least 1m. */
+export function parseDisk(value: number | string): number {
+  const bytes = parseSize(value);
+  if (!Number.isFinite(bytes) || bytes < 1024 * 1024) {
+    throw new UsageError(
+      `invalid disk limit ${String(value)}: use a size such as 500m or 2g (b, k, m, g, t; at least 1m)`,
+      "EINVALID_LIMIT",
+    );
+  }
+  return bytes;
+}
+
+/** Bytes of a --memory value: bytes as a number, or digits with b, k, m, g (KiB, MiB...). */
+export function parseMemory(value: number | string): number {
+  const bytes = parseSize(value);
+  if (!Number.isFinite(bytes) || bytes < MIN_MEMORY) {
     throw new UsageError(
       `invalid memory limit ${String(value)}: use a size such as 256m or 1g (b, k, m, g; at least 6m)`,
       "EINVALID_LIMIT",
     );
   }
-  return Math.floor(bytes);
+  return bytes;
 }
 
 /** A --pids-limit value: a whole number of processes, at least 1. */
@@ -94,11 +119,15 @@ export function parseLimits(
   const memory = run?.memory ?? sandbox?.memory;
   const pids = run?.pids ?? sandbox?.pids;
   const cpus = run?.cpus ?? sandbox?.cpus;
-  if (memory === undefined && pids === undefined && cpus === undefined) return undefined;
+  const disk = run?.disk ?? sandbox?.disk;
+  if (memory === undefined && pids === undefined && cpus === undefined && disk === undefined) {
+    return undefined;
+  }
   return {
     ...(memory !== undefined ? { memoryBytes: parseMemory(memory) } : {}),
     ...(pids !== undefined ? { pids: parsePids(pids) } : {}),
     ...(cpus !== undefined ? { cpus: parseCpus(cpus) } : {}),
+    ...(disk !== undefined ? { diskBytes: parseDisk(disk) } : {}),
   };
 }
 

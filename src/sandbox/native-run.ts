@@ -86,7 +86,9 @@ export function createPlannedRun(
   const { limits, ...rest } = spec;
   if (!limits) return native.createRun(rest);
   const cgroups = openCgroups(limits);
-  const watch = cgroups.unheld;
+  // No cgroup controller holds a disk limit: the supervisor walks the layer for it.
+  const disk = limits.diskBytes;
+  const watch = disk === undefined ? cgroups.unheld : { ...cgroups.unheld, diskBytes: disk };
   let run: native.NativeRun;
   try {
     run = native.createRun({
@@ -115,7 +117,10 @@ export function releaseLimits(run: native.NativeRun): LimitsReport | undefined {
     const report = held.cgroups.report();
     if (!held.watch || !run.alive) return report;
     const watched = watchReport(held.watch, native.watchedLimits(run));
-    return { ...report, ...watched, limitHit: report.limitHit ?? watched.limitHit };
+    // A limit that ended the run comes before a refused fork.
+    const hits = [report.limitHit, watched.limitHit];
+    const limitHit = hits.find((h) => h === "memory" || h === "disk") ?? hits.find(Boolean);
+    return { ...report, ...watched, ...(limitHit ? { limitHit } : {}) };
   } finally {
     held.cgroups.remove();
   }
@@ -130,7 +135,11 @@ function watchReport(limits: ParsedLimits, seen: native.WatchedLimits): LimitsRe
   if (limits.pids !== undefined)
     report.pids = { limit: limits.pids, mechanism, peak: seen.pidsPeak };
   if (limits.cpus !== undefined) report.cpus = { limit: limits.cpus, mechanism };
+  if (limits.diskBytes !== undefined) {
+    report.disk = { limit: limits.diskBytes, mechanism, peak: seen.diskPeak };
+  }
   if (seen.memoryHit) report.limitHit = "memory";
+  else if (seen.diskHit) report.limitHit = "disk";
   else if (seen.pidsHit) report.limitHit = "pids";
   return report;
 }

@@ -74,9 +74,9 @@ export function toRunResult(
     const { limitHit, ...each } = limits;
     result.limits = each;
     if (limitHit !== undefined) result.limitHit = limitHit;
-    // The memory limit ended the whole tree, as it ends a container: 137 whichever process
-    // the kernel's OOM killer chose.
-    if (limitHit === "memory" && !raw.timedOut) {
+    // The memory (or disk) limit ended the whole tree, as an OOM ends a container: 137
+    // whichever process the kernel's OOM killer chose.
+    if ((limitHit === "memory" || limitHit === "disk") && !raw.timedOut) {
       result.exitCode = 128 + 9;
       result.signal = "SIGKILL";
     }

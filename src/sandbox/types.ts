@@ -1,6 +1,6 @@
 // The public shapes of the library API: what a Sandbox takes and what a run resolves to.
 import type { Readable, Writable } from "node:stream";
-import type { Limits, LimitsReport } from "./limits.js";
+import type { LimitHit, Limits, LimitsReport } from "./limits.js";
 import type { HookError, SyscallHook } from "./syscall-hook.js";
 
 /** Options of a Sandbox, the defaults of each of its runs. */
@@ -149,6 +149,6 @@ export interface RunResult {
   hookErrors?: HookError[];
   /** With limits: what enforced each, the peaks, and the limit the run hit. */
   limits?: LimitsReport;
-  /** "memory": the memory limit ended the run (exitCode 137); "pids": a fork was refused. */
-  limitHit?: "memory" | "pids";
+  /** "memory", "disk": that limit ended the run (exitCode 137); "pids": a fork was refused. */
+  limitHit?: LimitHit;
 }

@@ -5,11 +5,12 @@
 // timeout, or a kill -9 of cvisor.
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, statfsSync } from "node:fs";
 import { join } from "node:path";
 import { Sandbox } from "../../src/index.js";
 import { openCgroups, parseMountinfo, parseProcCgroup, v1Dir } from "../../src/sandbox/cgroups.js";
 import { gtest } from "../helpers/guard.js";
+import { storeHome } from "../helpers/store.js";
 import {
   cliPath,
   cvisor,
@@ -203,6 +204,60 @@ gtest(
   cgroups ? {} : { skip: "this user can make no cgroup here: the supervisor holds the limits" },
 );
 
+gtest(
+  "--disk 10m: writing 100 MiB ends the run with 137 and one line; the host's space comes back",
+  async (fx) => {
+    const home = storeHome(fx);
+    const free = (): number => {
+      const st = statfsSync(fx.scratch);
+      return st.bavail * st.bsize;
+    };
+    const before = free();
+    const r = await cvisor(
+      ["--disk", "10m", "--json"],
+      ["sh", "-c", "dd if=/dev/zero of=big bs=1M count=100 2>/dev/null; echo wrote"],
+      { extraEnv: home.env, cwd: fx.scratch },
+    );
+    assert.equal(r.code, 137, show(r));
+    assert.equal(r.out, "", "the run ended before dd did");
+    const lines = r.err.trim().split("\n");
+    assert.equal(lines[0], "cvisor: disk limit 10 MiB reached", show(r));
+    const report = JSON.parse(lines.at(-1) ?? "{}") as {
+      limitHit?: string;
+      limits?: { disk?: { limit: number; mechanism: string; peak: number } };
+    };
+    assert.equal(report.limitHit, "disk");
+    assert.equal(report.limits?.disk?.mechanism, "supervisor");
+    assert.ok((report.limits?.disk?.peak ?? 0) > 10 << 20, JSON.stringify(report));
+    // The ephemeral layer is gone with the run; the filesystem has its space back (give or take
+    // what else this machine wrote meanwhile).
+    assert.ok(Math.abs(free() - before) < 8 << 20, `free space moved by ${before - free()} bytes`);
+  },
+);
+
+gtest("--disk counts what a named sandbox's layer already holds", async (fx) => {
+  const home = storeHome(fx);
+  const opts = { extraEnv: home.env, cwd: fx.scratch };
+  const write = (name: string, mib: number): string[] => [
+    "sh",
+    "-c",
+    `dd if=/dev/zero of=/tmp/${name} bs=1M count=${mib} 2>/dev/null && echo ok`,
+  ];
+  const first = await cvisor(["--sandbox", "quota", "--disk", "12m"], write("a", 8), opts);
+  assert.equal(first.code, 0, show(first));
+  assert.equal(first.out, "ok\n");
+  // 8 MiB kept; 6 more is over 12 MiB: this run ends, the next sees what the first left.
+  const second = await cvisor(
+    ["--sandbox", "quota", "--disk", "12m"],
+    ["sh", "-c", "dd if=/dev/zero of=/tmp/b bs=1M count=6 2>/dev/null; sleep 5; echo late"],
+    opts,
+  );
+  assert.equal(second.code, 137, show(second));
+  assert.match(second.err, /^cvisor: disk limit 12 MiB reached\n/, show(second));
+  const left = await cvisor(["--sandbox", "quota"], ["sh", "-c", "du -sk /tmp/a"], opts);
+  assert.match(left.out, /^8\d{3}\s/, show(left));
+});
+
 gtest("bad limit values get one line that says what is accepted", async () => {
   const cases: [string[], RegExp][] = [
     [["--memory", "lots"], /^cvisor: invalid memory limit lots: use a size such as 256m or 1g/],
@@ -213,6 +268,7 @@ gtest("bad limit values get one line that says what is accepted", async () => {
     ],
     [["--cpus", "0"], /^cvisor: invalid cpus limit 0: use a number of cores from 0\.01 to \d+/],
     [["--cpus", "999"], /invalid cpus limit 999/],
+    [["--disk", "10k"], /^cvisor: invalid disk limit 10k: use a size such as 500m or 2g/],
   ];
   for (const [flags, expected] of cases) {
     const r = await cvisor(flags, ["echo", "ran"]);

@@ -6,6 +6,7 @@ import { parseMountinfo, parseProcCgroup, v1Dir } from "../../src/sandbox/cgroup
 import {
   memoryText,
   parseCpus,
+  parseDisk,
   parseLimits,
   parseMemory,
   parsePids,
@@ -23,6 +24,13 @@ test("--memory takes bytes or a size with b, k, m, g (binary), at least 6m", () 
   }
 });
 
+test("--disk takes a size of at least 1m", () => {
+  assert.equal(parseDisk("2g"), 2 * 1024 ** 3);
+  assert.equal(parseDisk("1t"), 1024 ** 4);
+  assert.equal(parseDisk("1m"), 1024 ** 2);
+  for (const bad of ["512k", "0", "big", ""]) assert.throws(() => parseDisk(bad), /at least 1m/);
+});
+
 test("--pids-limit takes a whole number from 1; --cpus cores from 0.01 to the machine's", () => {
   assert.equal(parsePids("100"), 100);
   assert.equal(parsePids(1), 1);
@@ -38,10 +46,11 @@ test("--pids-limit takes a whole number from 1; --cpus cores from 0.01 to the ma
 test("a run's limits replace its sandbox's, one by one; none is undefined", () => {
   assert.equal(parseLimits(undefined, undefined), undefined);
   assert.equal(parseLimits({}, {}), undefined);
-  assert.deepEqual(parseLimits({ memory: "1g", pids: 10 }, { pids: 20, cpus: 1 }), {
+  assert.deepEqual(parseLimits({ memory: "1g", pids: 10, disk: "1g" }, { pids: 20, cpus: 1 }), {
     memoryBytes: 1024 ** 3,
     pids: 20,
     cpus: 1,
+    diskBytes: 1024 ** 3,
   });
 });
 

@@ -21,7 +21,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/eventfd.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <linux/seccomp.h>
 #include <time.h>
@@ -29,6 +34,9 @@
 
 #define WATCH_MS 20
 #define RESERVE_MS 20
+#define DISK_MIN_MS 20   /* between two walks of a small layer */
+#define DISK_MAX_MS 1000 /* ... and of a large one: a walk takes at most a tenth of a core */
+#define DISK_DEPTH 512
 
 CV_API int cv_run_add_cgroup(cv_run *r, const char *procs_file) {
     if (!r || !procs_file || !*procs_file) return CV_ERR_INVALID;
@@ -101,6 +109,8 @@ int cv_limits_oom(struct cv_run *r) {
 }
 
 void cv_limits_free(struct cv_run *r) {
+    free(r->disk_path);
+    r->disk_path = NULL;
     for (int i = 0; i < r->ncgroup; i++) free(r->cgroup_procs[i]);
     r->ncgroup = 0;
     if (r->oom_efd >= 0) close(r->oom_efd);
@@ -188,3 +198,82 @@ struct cv_reply cv_limits_fork(struct cv_notif *n) {
     /* Allowed by the row, and only counted here: the kernel makes it from the same registers. */
     return cv_continue();
 }
+
+/* ---- disk: what the upper layer holds ---------------------------------------------------- */
+
+CV_API int cv_run_set_disk_limit(cv_run *r, uint64_t bytes) {
+    if (!r) return CV_ERR_INVALID;
+    if (atomic_load(&r->started)) return CV_ERR_STATE;
+    r->disk_limit = bytes;
+    return 0;
+}
+
+/* The blocks of everything under the directory dfd (closed here), its own entries' included.
+ * Symlinks are not followed; a tree deeper than DISK_DEPTH is counted down to there. */
+static uint64_t dir_bytes(int dfd, int depth) {
+    DIR *d = fdopendir(dfd);
+    if (!d) {
+        close(dfd);
+        return 0;
+    }
+    uint64_t sum = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.' && (!e->d_name[1] || (e->d_name[1] == '.' && !e->d_name[2]))) continue;
+        struct stat st;
+        if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) continue; /* gone meanwhile */
+        sum += (uint64_t)st.st_blocks * 512;
+        if (S_ISDIR(st.st_mode) && depth < DISK_DEPTH) {
+            int sub = openat(dirfd(d), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            if (sub >= 0) sum += dir_bytes(sub, depth + 1);
+        }
+    }
+    closedir(d);
+    return sum;
+}
+
+static void *disk_main(void *arg) {
+    struct cv_run *r = arg;
+    for (;;) {
+        struct timespec t0;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        int fd = open(r->disk_path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        uint64_t used = fd < 0 ? 0 : dir_bytes(fd, 0); /* not made yet: nothing written */
+        double wait = cv_ms_since(&t0) * 10;
+        wait = wait < DISK_MIN_MS ? DISK_MIN_MS : wait > DISK_MAX_MS ? DISK_MAX_MS : wait;
+        if (used > atomic_load(&r->disk_peak)) atomic_store(&r->disk_peak, used);
+        if (used > r->disk_limit) {
+            atomic_store(&r->disk_over, 1);
+            uint64_t one = 1;
+            if (write(r->ctl_efd, &one, sizeof one) < 0) { /* the receiver polls anyway */ }
+            return NULL;
+        }
+        struct pollfd p = {r->ending_efd, POLLIN, 0};
+        if (poll(&p, 1, (int)wait) > 0) return NULL; /* the run is ending */
+    }
+}
+
+void cv_limits_start(struct cv_run *r) {
+    const char *upper = r->upper ? r->upper : r->upper_want;
+    if (!r->disk_limit || !upper || r->disk_started) return;
+    r->disk_path = strdup(upper);
+    if (!r->disk_path) return;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, 256 * 1024);
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    r->disk_started = pthread_create(&r->disk_thread, &attr, disk_main, r) == 0;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    pthread_attr_destroy(&attr);
+}
+
+void cv_limits_stop(struct cv_run *r) {
+    if (r->disk_started) pthread_join(r->disk_thread, NULL);
+    r->disk_started = 0;
+    r->limits.disk_peak = atomic_load(&r->disk_peak);
+    if (atomic_load(&r->disk_over)) r->limits.hit |= CV_LIMIT_DISK;
+}
+
+int cv_limits_disk_over(struct cv_run *r) { return atomic_load(&r->disk_over); }

@@ -175,7 +175,7 @@ static void finish(struct cv_run *r, struct state *s, int timed_out, int killed)
 void *cv_receiver_main(void *arg) {
     struct cv_run *r = arg;
     struct state s = {0};
-    int timed_out = 0, killed = 0, out_of_memory = 0;
+    int timed_out = 0, killed = 0, over_limit = 0;
     struct seccomp_notif_sizes sizes = {0};
     syscall(__NR_seccomp, SECCOMP_GET_NOTIF_SIZES, 0, &sizes);
     size_t req_size = sizes.seccomp_notif > sizeof(struct seccomp_notif) ? sizes.seccomp_notif : sizeof(struct seccomp_notif);
@@ -186,6 +186,7 @@ void *cv_receiver_main(void *arg) {
     } else {
         /* A helper that never got its go byte would wait for it forever. */
         if (handshake(r, &s) != 0 && r->init_pid > 0) kill(r->init_pid, SIGKILL);
+        else cv_limits_start(r);
     }
     if (req && r->init_pidfd >= 0) {
         int status_open = r->status_r >= 0, listening = r->listener >= 0;
@@ -201,7 +202,7 @@ void *cv_receiver_main(void *arg) {
                 {r->ctl_efd, POLLIN, 0},
                 {r->init_pidfd, POLLIN, 0},
                 {cv_hook_readable(r) ? r->hook_fd : -1, POLLIN, 0}, /* answers for parked calls */
-                {out_of_memory ? -1 : r->oom_efd, POLLIN, 0},
+                {over_limit ? -1 : r->oom_efd, POLLIN, 0},
             };
             int wait_ms = -1;
             if (r->timeout_ms && !timed_out) {
@@ -221,11 +222,12 @@ void *cv_receiver_main(void *arg) {
                 if (read(r->ctl_efd, &v, sizeof v) < 0) { /* spurious */ }
                 if (atomic_load(&r->kill_requested) && !killed) killed = 1;
             }
-            if ((pf[5].revents & POLLIN) && cv_limits_oom(r)) out_of_memory = 1;
-            if (!ending && cv_limits_watching(r) && cv_limits_tick(r)) out_of_memory = 1;
+            if ((pf[5].revents & POLLIN) && cv_limits_oom(r)) over_limit = 1;
+            if (!ending && cv_limits_watching(r) && cv_limits_tick(r)) over_limit = 1;
+            if (cv_limits_disk_over(r)) over_limit = 1; /* over a limit: the run ends */
             if (r->timeout_ms && !timed_out && cv_ms_since(&r->t0) >= r->timeout_ms) timed_out = 1;
             /* The main guest is gone, or the run must end: nothing of the tree survives it. */
-            int must_end = (s.main_exited && s.others_left) || timed_out || killed || out_of_memory ||
+            int must_end = (s.main_exited && s.others_left) || timed_out || killed || over_limit ||
                            s.setup_failed;
             if (must_end && !ending) {
                 ending = 1;
@@ -251,6 +253,7 @@ void *cv_receiver_main(void *arg) {
     if (r->init_pid > 0 && r->init_pidfd < 0) waitpid(r->init_pid, NULL, 0);
     uint64_t one = 1;
     if (r->ending_efd >= 0 && write(r->ending_efd, &one, sizeof one) < 0) { /* readable anyway */ }
+    cv_limits_stop(r); /* after the ending_efd write: the disk thread has left its wait */
     cv_fifo_release_all(r);
     cv_hook_drop_parked(r);
     finish(r, &s, timed_out, killed);

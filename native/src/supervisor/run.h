@@ -110,6 +110,12 @@ struct cv_run {
     struct { uint32_t expect; struct timespec t; } pids_resv[CV_MAX_PIDS_RESV]; /* forks in flight */
     int npids_resv;
     struct timespec watch_t;  /* the last sample */
+    uint64_t disk_limit;      /* bytes the upper layer may hold (limits.c), 0: none */
+    char *disk_path;          /* the upper layer's path, walked by the disk thread */
+    pthread_t disk_thread;
+    int disk_started;
+    atomic_int disk_over;     /* the disk thread saw the layer over its limit */
+    _Atomic uint64_t disk_peak;
     char **allow_unix;        /* host unix sockets the guest may reach (real paths) */
     size_t nallow_unix, allow_unix_cap;
     uint32_t timeout_ms;
@@ -198,6 +204,10 @@ void cv_limits_free(struct cv_run *r);
 int cv_limits_watching(const struct cv_run *r);
 int cv_limits_tick(struct cv_run *r);
 int cv_limits_counts(const struct cv_run *r, int nr);
+/* The disk limit's thread: started once the guest may run, stopped (joined) at the end. */
+void cv_limits_start(struct cv_run *r);
+void cv_limits_stop(struct cv_run *r);
+int cv_limits_disk_over(struct cv_run *r);
 struct cv_notif;
 struct cv_reply cv_limits_fork(struct cv_notif *n);
 void cv_run_mark_finished(struct cv_run *r);

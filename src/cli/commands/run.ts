@@ -53,6 +53,10 @@ export const RUN_OPTIONS: readonly RunOption[] = [
     flags: "--cpus <cores>",
     help: "limit the CPU time of the tree to CORES (0.5: half of one core)",
   },
+  {
+    flags: "--disk <size>",
+    help: "limit what the sandbox's layer may hold to SIZE (500m, 2g); going over ends the run with 137",
+  },
   { flags: "-C, --workdir <dir>", help: "run the command in DIR" },
   {
     flags: "--hide <path>",
@@ -183,6 +187,7 @@ export async function action(plan: RunPlan): Promise<number> {
                 memory: plan.limits.memoryBytes,
                 pids: plan.limits.pids,
                 cpus: plan.limits.cpus,
+                disk: plan.limits.diskBytes,
               },
             }
           : {}),
