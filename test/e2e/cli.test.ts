@@ -331,9 +331,9 @@ gtest(
       noValue.err,
       /^cvisor: option '--timeout <duration>' argument missing \(see cvisor --help\)\n$/,
     );
-    const unknown = await cli(["--memory", "100m", "--", "true"]);
+    const unknown = await cli(["--memroy", "100m", "--", "true"]);
     assert.equal(unknown.code, 125, show(unknown));
-    assert.match(unknown.err, /^cvisor: unknown option '--memory' \(see cvisor --help\)\n$/);
+    assert.match(unknown.err, /^cvisor: unknown option '--memroy' \(see cvisor --help\)\n$/);
     // A command that only groups others prints its help, as `docker image` does.
     const cache = await cli(["cache"]);
     assert.equal(cache.code, 0, show(cache));
