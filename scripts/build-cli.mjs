@@ -18,6 +18,8 @@ const dist = join(root, "dist");
 const lazy = {
   "./commands/all.js": "./src/cli/commands/all.js",
   "./parse.js": "./src/cli/parse.js",
+  // A shell asking for completion candidates (cvisor __complete ...).
+  "./completion.js": "./src/cli/completion.js",
   "../index.js": "./src/index.js",
   // The interactive run (a pty relayed on the event loop: node:tty, node:net, the library's
   // streams), imported by the run command only when the guest gets a terminal of its own.

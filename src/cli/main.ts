@@ -59,6 +59,12 @@ function report(err: unknown): number {
 
 /** The plan: the fast path for plain runs, else the full commander parser (loaded only then). */
 async function plan(args: string[]): Promise<Plan> {
+  if (args[0] === "__complete") {
+    // A shell asking for candidates (./completion.ts): its words are not a command line.
+    const { complete } = await import("./completion.js");
+    const words = args.slice(1);
+    return { kind: "print", text: complete(words.slice(0, -1), words.at(-1) ?? ""), exitCode: 0 };
+  }
   const fast = fastParse(args, process.env);
   if (fast) return fast;
   const { parseCli } = await import("./parse.js");

@@ -6,6 +6,7 @@ import { VERSION } from "../version.js";
 import { EXIT_CVISOR, EXIT_OK } from "./exit-codes.js";
 import * as run from "./commands/run.js";
 import { COMMANDS } from "./commands/all.js";
+import type { ToPlan } from "./commands/define.js";
 import {
   buildRunPlan,
   separatorIndex,
@@ -31,10 +32,8 @@ export function parseCli(
   let plan: Plan | undefined;
 
   const program = new Command("cvisor");
-  run.define(program);
+  defineRoot(program);
   program
-    .version(VERSION, "-V, --version", "print the version")
-    .helpOption("-h, --help", "print this help")
     .argument("[stray...]")
     // Unknown options land in `stray` too, so `cvisor ls -l` can say "put ls after --".
     .allowUnknownOption()
@@ -77,8 +76,7 @@ export function parseCli(
       json: Boolean(options.json || root.json),
     };
   };
-  for (const c of Object.values(COMMANDS)) c.define(program, storeCommand);
-  program.helpCommand("help [command]", "print the help of a command");
+  defineCommands(program, storeCommand);
   // An error in a subcommand points at that subcommand's help.
   let failedIn = "";
   const trackErrors = (c: Command, path: string): void => {
@@ -111,6 +109,31 @@ export function parseCli(
     throw err;
   }
   return plan ?? usageError("nothing to do");
+}
+
+/** The root's usage, the run's options, --version and --help. */
+function defineRoot(program: Command): void {
+  run.define(program);
+  program
+    .version(VERSION, "-V, --version", "print the version")
+    .helpOption("-h, --help", "print this help");
+}
+
+/** Every other command, and help. */
+function defineCommands(program: Command, to: ToPlan): void {
+  for (const c of Object.values(COMMANDS)) c.define(program, to);
+  program.helpCommand("help [command]", "print the help of a command");
+}
+
+/**
+ * The command tree as `cvisor --help` shows it, without actions: what shell completion and the
+ * man page are made from.
+ */
+export function commandTree(): Command {
+  const program = new Command("cvisor");
+  defineRoot(program);
+  defineCommands(program, () => undefined);
+  return program;
 }
 
 function strayPlan(stray: readonly string[]): ErrorPlan {

@@ -54,7 +54,8 @@ export interface StoreCommandPlan {
     | "branch"
     | "snapshots"
     | "cache"
-    | "ui";
+    | "ui"
+    | "completion";
   /** The command's own arguments (names, paths). */
   operands: string[];
   /** The command's own options, as commander parsed them. */

@@ -4,6 +4,7 @@
 import type { Command } from "commander";
 import * as branch from "./branch.js";
 import * as cache from "./cache.js";
+import * as completion from "./completion.js";
 import * as cp from "./cp.js";
 import type { ToPlan } from "./define.js";
 import * as diff from "./diff.js";
@@ -36,6 +37,7 @@ export const COMMANDS: Readonly<Record<StoreCommandPlan["command"], CommandModul
   snapshots,
   cache,
   ui,
+  completion,
 };
 
 /** Carries out a command the plan names; resolves to the exit code. */
