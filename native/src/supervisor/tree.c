@@ -17,16 +17,23 @@ struct pinfo {
     char state;
 };
 
+/* /proc/<pid>/stat read into buf: the fields after "(comm)" (which may hold spaces and
+ * parentheses itself), or NULL. */
+static const char *stat_fields(pid_t pid, char *buf, size_t len) {
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    if (cv_read_small(path, buf, len) <= 0) return NULL;
+    char *rp = strrchr(buf, ')');
+    return rp ? rp + 1 : NULL;
+}
+
 /* Fields after "(comm)": state ppid pgrp ... */
 static int read_stat(pid_t pid, struct pinfo *out) {
-    char path[64], buf[1024];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    if (cv_read_small(path, buf, sizeof buf) <= 0) return -1;
-    char *rp = strrchr(buf, ')');
-    if (!rp) return -1;
+    char buf[1024];
+    const char *f = stat_fields(pid, buf, sizeof buf);
     int ppid, pgrp;
     char state;
-    if (sscanf(rp + 1, " %c %d %d", &state, &ppid, &pgrp) != 3) return -1;
+    if (!f || sscanf(f, " %c %d %d", &state, &ppid, &pgrp) != 3) return -1;
     *out = (struct pinfo){pid, ppid, pgrp, state};
     return 0;
 }
@@ -118,10 +125,8 @@ int cv_tree_each(const struct cv_run *r, pid_t pgrp, int (*fn)(pid_t, void *), v
 
 /* The start time (clock ticks after boot) of pid, or 0. */
 static unsigned long long start_time(pid_t pid) {
-    char path[64], buf[1024];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    if (cv_read_small(path, buf, sizeof buf) <= 0) return 0;
-    char *p = strrchr(buf, ')');
+    char buf[1024];
+    const char *p = stat_fields(pid, buf, sizeof buf);
     /* Field 22 (starttime) is the 20th after the ")": skip 19. */
     for (int field = 0; p && field < 20; field++) p = strchr(p + 1, ' ');
     return p ? strtoull(p + 1, NULL, 10) : 0;
@@ -147,17 +152,15 @@ pid_t cv_tree_main(const struct cv_run *r) {
  * process's own and that of the children it reaped: a process that ended counts in its
  * reaper, and the init reaps the rest). */
 static int read_usage(pid_t pid, struct cv_tree_usage *u) {
-    char path[64], buf[1024];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    if (cv_read_small(path, buf, sizeof buf) <= 0) return -1;
-    char *rp = strrchr(buf, ')');
-    if (!rp) return -1;
+    char buf[1024];
+    const char *f = stat_fields(pid, buf, sizeof buf);
+    if (!f) return -1;
     char state;
     unsigned long ut, st;
     long cut, cst, threads, rss;
     /* state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime cutime
      * cstime priority nice num_threads itrealvalue starttime vsize rss */
-    if (sscanf(rp + 1, " %c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu %ld %ld %*d %*d %ld %*d %*u %*u %ld",
+    if (sscanf(f, " %c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu %ld %ld %*d %*d %ld %*d %*u %*u %ld",
                &state, &ut, &st, &cut, &cst, &threads, &rss) != 7)
         return -1;
     u->ticks += (uint64_t)ut + st + (uint64_t)(cut > 0 ? cut : 0) + (uint64_t)(cst > 0 ? cst : 0);
