@@ -30,14 +30,25 @@ async function setUp(fx: Fixture): Promise<Record<string, string>> {
   return { ...env, PATH: `${bin}:${process.env.PATH ?? "/usr/bin:/bin"}`, HOME: fx.scratch };
 }
 
-/** Types `line` and Tab, and waits for the line the completion made (`expected`). */
+let step = 0;
+
+/**
+ * Types `line` and Tab, waits for the line the completion made (`expected`), then clears the
+ * line and waits for the shell to run a command again (the next keys must not reach a
+ * completion still drawing).
+ */
 async function tab(pane: Pane, line: string, expected: string, what: string): Promise<void> {
   pane.send(line, false);
   pane.send("Tab", false);
   // capture-pane drops the space a shell adds after a whole word at the end of the line.
   const escaped = expected.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
   await pane.waitFor(new RegExp(`${escaped}(?: |$)`, "m"), what);
+  await new Promise((resolve) => setTimeout(resolve, 300));
   pane.send("C-c", false);
+  await new Promise((resolve) => setTimeout(resolve, 100));
+  const marker = `step-${++step}-done`;
+  pane.send(`echo ${marker}`);
+  await pane.waitFor(new RegExp(`^${marker}$`, "m"), `the prompt after ${what}`);
 }
 
 const shells: [string, string, string][] = [
