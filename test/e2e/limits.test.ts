@@ -148,6 +148,26 @@ time.sleep(1.5)`;
   },
 );
 
+gtest("--pids-limit: a fork the filter refuses stays refused while forks are counted", async () => {
+  // clone(CLONE_NEWUSER | SIGCHLD), raw: the filter's clone row refuses new namespaces. Under the
+  // supervisor's pids limit every clone is notified to be counted; the row must still apply.
+  const py = `import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+r = libc.syscall(56, 0x10000000 | 17, 0, 0, 0, 0)
+if r == 0:
+    os._exit(0)
+if r > 0:
+    os.waitpid(r, 0)
+    print("cloned into a new user namespace")
+else:
+    print("refused", ctypes.get_errno())`;
+  const plain = await new Sandbox().run([PY, "-c", py]);
+  assert.equal(plain.stdout, "refused 1\n", plain.stderr);
+  const limited = await new Sandbox({ limits: { pids: 50 } }).run([PY, "-c", py]);
+  assert.equal(limited.stdout, "refused 1\n", limited.stderr);
+  assert.equal(limited.limits?.pids?.mechanism, mechanism);
+});
+
 gtest("--cpus 0.25: a busy loop for 2 s gets about a quarter of a core", async () => {
   const loop = ["timeout", "2", "sh", "-c", "while :; do :; done"];
   const limited = await new Sandbox({ limits: { cpus: 0.25 } }).run(loop);

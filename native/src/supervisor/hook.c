@@ -326,15 +326,19 @@ void cv_hook_drop_parked(struct cv_run *r) {
     }
 }
 
-struct cv_reply cv_hook_answer(struct cv_notif *n) {
-    struct cv_run *r = n->run;
-    const struct seccomp_data *d = &n->req->data;
-    /* What the filter would have done without the hook: decided on the same registers. */
+uint32_t cv_run_row_policy(const struct cv_run *r, const struct seccomp_data *d) {
     struct cv_filter_opts o = {.deny_network = r->network == CV_NET_DENY,
                                .signals_scoped = r->signals_scoped};
     uint64_t args[6];
     memcpy(args, d->args, sizeof args);
-    uint32_t policy = cv_policy_eval(&o, d->arch, d->nr, args);
+    return cv_policy_eval(&o, d->arch, d->nr, args);
+}
+
+struct cv_reply cv_hook_answer(struct cv_notif *n) {
+    struct cv_run *r = n->run;
+    const struct seccomp_data *d = &n->req->data;
+    /* What the filter would have done without the hook: decided on the same registers. */
+    uint32_t policy = cv_run_row_policy(r, d);
     uint32_t action = policy & SECCOMP_RET_ACTION_FULL;
     int hooked = r->hook_fd >= 0 && cv_nr_in(r->hooked, d->nr);
     struct msg m = {0};

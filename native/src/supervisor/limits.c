@@ -172,10 +172,7 @@ struct cv_reply cv_limits_fork(struct cv_notif *n) {
     struct cv_run *r = n->run;
     const struct seccomp_data *d = &n->req->data;
     /* The row first, as the filter would have applied it: a refused clone stays refused. */
-    struct cv_filter_opts o = {.deny_network = r->network == CV_NET_DENY, .signals_scoped = r->signals_scoped};
-    uint64_t args[6];
-    memcpy(args, d->args, sizeof args);
-    uint32_t policy = cv_policy_eval(&o, d->arch, d->nr, args);
+    uint32_t policy = cv_run_row_policy(r, d);
     if ((policy & SECCOMP_RET_ACTION_FULL) == SECCOMP_RET_ERRNO) return cv_err((int)(policy & SECCOMP_RET_DATA));
     struct cv_tree_usage u;
     cv_tree_usage(r, &u);

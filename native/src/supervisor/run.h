@@ -210,6 +210,10 @@ void cv_limits_stop(struct cv_run *r);
 int cv_limits_disk_over(struct cv_run *r);
 struct cv_notif;
 struct cv_reply cv_limits_fork(struct cv_notif *n);
+/* hook.c: what the run's filter row does with a call, on the notification's own registers
+ * (for calls notified only for a hook or a limit: the row still applies). */
+struct seccomp_data;
+uint32_t cv_run_row_policy(const struct cv_run *r, const struct seccomp_data *d);
 void cv_run_mark_finished(struct cv_run *r);
 void cv_run_fail(struct cv_run *r, int err, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
