@@ -26,6 +26,12 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 
 #include "cvisor.h"
 #include "check.h"
@@ -668,6 +674,40 @@ static void test_probe(void) {
     check(cv_probe(NULL, &p) == CV_ERR_INVALID, "cv_probe(NULL): not CV_ERR_INVALID");
 }
 
+/* Docker's default seccomp profile refuses pidfd_getfd without CAP_SYS_PTRACE: the probe must
+ * then say so, not hang. A child of this test installs such a filter (EPERM for pidfd_getfd;
+ * the helper inherits it) and probes; this process waits for it, at most RUN_GUARD_MS. */
+static void test_probe_without_pidfd_getfd(void) {
+    pid_t pid = fork();
+    if (pid == 0) {
+        setpgid(0, 0); /* a hang is killed whole: the helper's processes too */
+        struct sock_filter code[] = {
+            BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+            BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_pidfd_getfd, 0, 1),
+            BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+            BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+        };
+        struct sock_fprog prog = {.len = sizeof code / sizeof code[0], .filter = code};
+        if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog)) _exit(2);
+        cv_probe_result p;
+        int rc = cv_probe(helper, &p);
+        _exit(rc == 0 && p.helper_ok && !p.pidfd_getfd && p.pidfd_errno == EPERM && !p.seccomp_unotify ? 0 : 3);
+    }
+    int st = 0;
+    long waited = 0;
+    while (waitpid(pid, &st, WNOHANG) == 0 && waited < RUN_GUARD_MS) {
+        usleep(10000);
+        waited += 10;
+    }
+    if (waited >= RUN_GUARD_MS) {
+        kill(-pid, SIGKILL);
+        waitpid(pid, &st, 0);
+        check(0, "cv_probe without pidfd_getfd: hung for %d ms", RUN_GUARD_MS);
+        return;
+    }
+    check(WIFEXITED(st) && WEXITSTATUS(st) == 0, "cv_probe without pidfd_getfd: child status 0x%x", st);
+}
+
 static int find_helper(void) {
     const char *env = getenv("CVISOR_HELPER");
     if (env && *env) {
@@ -707,6 +747,7 @@ int main(void) {
     test_kill_and_state();
     test_concurrent();
     test_probe();
+    test_probe_without_pidfd_getfd();
     /* Every fd the runs opened is closed (the library's last ones may go on its thread). */
     int fds1 = count_fds() - (int)cv_hide_cached_fds();
     for (int i = 0; i < 100 && fds1 != fds0; i++) {

@@ -52,6 +52,10 @@ static void probe_unotify(struct probe *p) {
     if (pipe2(to_parent, O_CLOEXEC) < 0 || pipe2(to_child, O_CLOEXEC) < 0) return;
     pid_t pid = fork();
     if (pid == 0) {
+        /* Only the parent may hold the write end of to_child: if it gives up before the go
+         * byte (no pidfd_getfd, as under Docker's default profile), the read below ends. */
+        close(to_child[1]);
+        close(to_parent[0]);
         int killable = 0;
         int fd = child_install(&killable);
         int msg[3] = {fd, fd < 0 ? errno : 0, killable};
