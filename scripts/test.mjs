@@ -48,6 +48,21 @@ const steps = [
     cmd: () => nodeTests(["dist/test/e2e"]),
     onlyOnRequest: true,
   },
+  {
+    // The npm package installed as a user would (CI: its unprivileged user, with the tarball
+    // it packed as CVISOR_PACKAGE; without it the checkout is packed first).
+    name: "package",
+    title: "node --test: the npm package, installed",
+    cmd: () => nodeTests(["dist/test/package"]),
+    onlyOnRequest: true,
+  },
+  {
+    // The Dockerfile built and run with podman (root; CI runs it when podman is installed).
+    name: "container",
+    title: "node --test: the container image, built and run",
+    cmd: () => nodeTests(["dist/test/container"]),
+    onlyOnRequest: true,
+  },
 ];
 
 /**

@@ -154,7 +154,7 @@ let root: string | undefined;
  * module's file name, which Node has already resolved, src/index.ts from import.meta.url).
  */
 export function setPackageAnchor(file: string, isRealPath = false): void {
-  if (file !== anchor) root = undefined;
+  if (file !== anchor) root = coreDir = undefined;
   anchor = file;
   anchorIsReal = isRealPath;
 }
@@ -179,14 +179,34 @@ export function packageRoot(): string {
   return (root = dir);
 }
 
-/** Path of libcvisor.so: $CVISOR_LIB, else native/build/ of the package. */
-export function libraryPath(): string {
-  return process.env.CVISOR_LIB || join(packageRoot(), "native", "build", "libcvisor.so");
+let coreDir: string | undefined;
+
+/**
+ * Where the package's core is: native/build/ when it was built here (a checkout, or an install
+ * that had no prebuilt core for this machine), else the prebuilt one the npm package ships for
+ * this platform (native/prebuilt/linux-x64/), which also serves an install made with
+ * --ignore-scripts.
+ */
+function nativeDir(): string {
+  if (coreDir !== undefined) return coreDir;
+  const root = packageRoot();
+  const built = join(root, "native", "build");
+  const prebuilt = join(root, "native", "prebuilt", `${process.platform}-${process.arch}`);
+  coreDir =
+    !existsSync(join(built, "libcvisor.so")) && existsSync(join(prebuilt, "libcvisor.so"))
+      ? prebuilt
+      : built;
+  return coreDir;
 }
 
-/** Path of the cvisor-helper binary: $CVISOR_HELPER, else native/build/ of the package. */
+/** Path of libcvisor.so: $CVISOR_LIB, else the package's core (nativeDir). */
+export function libraryPath(): string {
+  return process.env.CVISOR_LIB || join(nativeDir(), "libcvisor.so");
+}
+
+/** Path of the cvisor-helper binary: $CVISOR_HELPER, else the package's core (nativeDir). */
 export function helperPath(): string {
-  return process.env.CVISOR_HELPER || join(packageRoot(), "native", "build", "cvisor-helper");
+  return process.env.CVISOR_HELPER || join(nativeDir(), "cvisor-helper");
 }
 
 let binding: Binding | undefined;

@@ -1,0 +1,36 @@
+// npm's prepack step: puts this machine's build of the core, without its debug sections, into
+// native/prebuilt/<platform>-<arch>/, which the package ships so that installing it needs no
+// compiler (scripts/install.mjs checks it on the installing machine, src/core/native.ts finds it).
+import { spawnSync } from "node:child_process";
+import { chmodSync, copyFileSync, mkdirSync, renameSync, rmSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+
+const root = join(dirname(fileURLToPath(import.meta.url)), "..");
+const platform = `${process.platform}-${process.arch}`;
+if (platform !== "linux-x64") {
+  console.error(`pack-prebuilt: the core builds for linux-x64 only, not ${platform}`);
+  process.exit(1);
+}
+
+const make = spawnSync(process.execPath, [join(root, "scripts", "build-native.mjs")], {
+  stdio: "inherit",
+});
+if (make.status !== 0) process.exit(make.status ?? 1);
+
+const out = join(root, "native", "prebuilt", platform);
+const tmp = `${out}.tmp`;
+rmSync(tmp, { recursive: true, force: true });
+mkdirSync(tmp, { recursive: true });
+for (const name of ["libcvisor.so", "cvisor-helper"]) {
+  const to = join(tmp, name);
+  copyFileSync(join(root, "native", "build", name), to);
+  // Debug sections are most of each file (1 MB of the library's 1.1); symbols stay.
+  const strip = spawnSync("objcopy", ["--strip-debug", to], { stdio: "inherit" });
+  if (strip.error) console.warn(`pack-prebuilt: objcopy did not run (${strip.error.message})`);
+  else if (strip.status !== 0) process.exit(strip.status ?? 1);
+  chmodSync(to, 0o755);
+}
+rmSync(out, { recursive: true, force: true });
+renameSync(tmp, out);
+console.log(`pack-prebuilt: ${out}`);
