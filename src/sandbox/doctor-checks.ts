@@ -130,7 +130,8 @@ export function probeChecks(p: ProbeResult): Check[] {
     p.pidfdGetfd,
     "fail",
     `unavailable${why(p.pidfdErrno)}`,
-    "use Linux ≥ 5.6 and allow ptrace of own children (sysctl kernel.yama.ptrace_scope=1 or lower)",
+    "use Linux ≥ 5.6 and allow ptrace of own children (sysctl kernel.yama.ptrace_scope=1 or lower); " +
+      "in a Docker container: docker run --cap-add SYS_PTRACE (its seccomp profile allows pidfd_getfd only then)",
   );
   checks.push(landlockCheck(p));
   feature(
