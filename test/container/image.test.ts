@@ -26,6 +26,13 @@ const skip =
       : false;
 
 let work = "";
+let imagesBefore: string[] = [];
+
+/** The ids of every image podman holds, intermediate ones included. */
+function images(): string[] {
+  const r = spawnSync("podman", ["images", "--all", "--quiet", "--no-trunc"], { encoding: "utf8" });
+  return r.stdout.split("\n").filter(Boolean);
+}
 
 function podman(args: string[], timeoutMs = 120_000): Promise<CliResult> {
   return runProcess("podman", [...RUNTIME, ...args], { cwd: repoRoot, timeoutMs });
@@ -50,12 +57,16 @@ before(async () => {
     );
     assert.equal(base.code, 0, show(base));
   }
+  imagesBefore = images();
 });
 
 after(async () => {
   if (skip) return;
-  await podman(["volume", "rm", "--force", VOLUME]);
-  await podman(["rmi", "--force", IMAGE]);
+  await podman(["volume", "rm", "--force", `${VOLUME}-0`, `${VOLUME}-1`]);
+  // The image and every layer the build cached (a GB per run otherwise); the base image stays
+  // for the next run, as a registry's would.
+  const made = images().filter((id) => !imagesBefore.includes(id));
+  await podman(["rmi", "--force", IMAGE, ...made]);
   if (work) rmSync(work, { recursive: true, force: true });
 });
 
