@@ -1,7 +1,8 @@
 # cvisor in a container: `docker build -t cvisor .`, then
-#   docker run --rm --security-opt seccomp=unconfined cvisor -- uname -a
-#   docker run --rm -it --security-opt seccomp=unconfined cvisor        (a shell in a sandbox)
-# README.md's "Docker" section says why the option is needed and how to keep sandboxes.
+#   docker run --rm --cap-add SYS_PTRACE cvisor -- uname -a
+#   docker run --rm -it --cap-add SYS_PTRACE cvisor        (a shell in a sandbox)
+# README.md's "Docker" section says why Docker needs that option (podman does not) and how to
+# keep named sandboxes in a volume.
 
 # Build: the npm package exactly as `npm pack` makes it (its core prebuilt for this image),
 # installed into /opt/cvisor with a compiler at hand, so zstd-napi's module is built too.
