@@ -31,6 +31,15 @@ for (const name of ["libcvisor.so", "cvisor-helper"]) {
   else if (strip.status !== 0) process.exit(strip.status ?? 1);
   chmodSync(to, 0o755);
 }
-rmSync(out, { recursive: true, force: true });
+// The old core moves aside only when the new one is complete; a pack interrupted anywhere
+// leaves one of them in place (prepack always makes it again before anything is packed).
+const old = `${out}.old`;
+rmSync(old, { recursive: true, force: true });
+try {
+  renameSync(out, old);
+} catch {
+  // none yet
+}
 renameSync(tmp, out);
+rmSync(old, { recursive: true, force: true });
 console.log(`pack-prebuilt: ${out}`);
