@@ -31,8 +31,9 @@ for (const name of ["libcvisor.so", "cvisor-helper"]) {
   else if (strip.status !== 0) process.exit(strip.status ?? 1);
   chmodSync(to, 0o755);
 }
-// The old core moves aside only when the new one is complete; a pack interrupted anywhere
-// leaves one of them in place (prepack always makes it again before anything is packed).
+// The old core moves aside only when the new one is complete: a pack interrupted anywhere
+// leaves a whole core on disk, never a half-copied one (and prepack makes it again before any
+// pack).
 const old = `${out}.old`;
 rmSync(old, { recursive: true, force: true });
 try {
