@@ -63,6 +63,13 @@ const steps = [
     cmd: () => nodeTests(["dist/test/container"]),
     onlyOnRequest: true,
   },
+  {
+    // The limits on cgroup v2, in a VM (root; CI runs it: this machine's cgroups are v1).
+    name: "vm",
+    title: "node --test: cgroup v2 limits, in a VM",
+    cmd: () => nodeTests(["dist/test/vm"]),
+    onlyOnRequest: true,
+  },
 ];
 
 /**

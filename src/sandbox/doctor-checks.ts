@@ -1,20 +1,24 @@
 // The checks of `cvisor doctor`: each turns a real try (the native probe, a mkdir in a
 // cgroup, a write in the state directory) into a status with a one-line fix.
-import {
-  accessSync,
-  constants,
-  lstatSync,
-  mkdirSync,
-  readFileSync,
-  rmdirSync,
-  rmSync,
-  writeFileSync,
-} from "node:fs";
+import { accessSync, constants, lstatSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { errnoName, type ProbeResult } from "../core/native.js";
 import { CREDENTIAL_STORES, credentialPaths } from "../paths.js";
 import { makeDirs } from "../store/make-dirs.js";
-import { cgroupDir, parseMountinfo, parseProcCgroup, v1Dir, type Mount } from "./cgroups.js";
+import {
+  parseMountinfo,
+  parseProcCgroup,
+  realCgroupFs,
+  v1Dir,
+  v2Controllers,
+  v2Home,
+  v2Parent,
+  type CgroupFs,
+  type Controller,
+  type Mount,
+  type V2Home,
+  type V2Parent,
+} from "./cgroups.js";
 
 /** One line of the doctor's report. */
 export interface Check {
@@ -43,8 +47,9 @@ const PURPOSE: Record<string, string> = {
   helper: "starts each sandbox (seccomp filter, Landlock) and probes the kernel",
   state_dir: "named sandboxes, snapshots, caches and runs in progress live there",
   credentials: "keeping tokens and keys of common tools out of the guest's reach",
-  cgroup_v2: "resource limits: not used yet (cvisor enforces them with cgroup v1 today)",
-  cgroup_v1: "--memory, --pids-limit and --cpus: each run gets a cgroup of each controller",
+  cgroup_v2:
+    "--memory, --pids-limit and --cpus: each run gets one cgroup v2 for the controllers v2 has",
+  cgroup_v1: "the limits cgroup v2 cannot hold here: each run gets a cgroup of each v1 controller",
   limits:
     "which mechanism enforces each of --memory, --pids-limit, --cpus and --disk here, for this user",
 };
@@ -221,74 +226,116 @@ function errCode(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
 }
 
-/** errno name of a failed mkdir+rmdir of a child cgroup, or null when it worked. */
-export type TryCgroup = (dir: string) => string | null;
-
-/** The real try: create and remove a child directory. */
-export const tryCgroup: TryCgroup = (dir) => {
-  const child = join(dir, `cvisor-doctor-${process.pid}`);
-  try {
-    mkdirSync(child);
-    rmdirSync(child);
-    return null;
-  } catch (err) {
-    return errCode(err);
-  }
-};
-
-/** Both cgroup checks, from the texts of /proc/self/{mountinfo,cgroup} and a way to try. */
-export function cgroupChecks(mountinfo: string, procCgroup: string, tryDir: TryCgroup): Check[] {
+/** The cgroup checks, from the texts of /proc/self/{mountinfo,cgroup} and the cgroup files (the
+ * real ones, or a test's stand-in): nothing changes but a child cgroup made and removed. */
+export function cgroupChecks(mountinfo: string, procCgroup: string, fs: CgroupFs): Check[] {
   const mounts = parseMountinfo(mountinfo);
   const paths = parseProcCgroup(procCgroup);
-  const v2Name = "cgroup v2 writable";
-  const v2Fix =
-    "run as root, or in a delegated cgroup (systemd-run --user --scope -p Delegate=yes ...)";
-  let v2: Check;
-  const v2Mounts = mounts.filter((m) => m.fsType === "cgroup2");
-  const v2Path = paths.get("");
-  if (v2Mounts.length === 0 || v2Path === undefined) {
-    v2 = check(
+  const v2 = v2Results(mounts, paths, fs);
+  const v1 = v1Controllers(mounts, paths, fs);
+  let v2Check = cgroupV2Check(v2);
+  // Where v1 holds every limit, what v2 lacks costs nothing.
+  const v1Holds = CONTROLLERS.every((c) => v1.get(c)?.err === null);
+  if (v2Check.status === "warn" && v1Holds) {
+    v2Check = { ...v2Check, status: "ok", detail: `not used: ${v2Check.detail}` };
+    delete v2Check.fix;
+  }
+  return [v2Check, cgroupV1Check(v1, v2), limitsCheck(v1, v2)];
+}
+
+const CONTROLLERS = ["memory", "pids", "cpu"] as const;
+
+/** The v2 hierarchy: this process's place in it, its controllers, where runs' cgroups go. */
+interface V2Results {
+  home: V2Home | null;
+  have: Controller[];
+  parent: V2Parent | null;
+}
+
+function v2Results(mounts: Mount[], paths: Map<string, string>, fs: CgroupFs): V2Results {
+  const home = v2Home(mounts, paths);
+  if (!home) return { home, have: [], parent: null };
+  const have = v2Controllers(home, fs);
+  return { home, have, parent: have.length > 0 ? v2Parent(have, home, fs, true) : null };
+}
+
+/** The v2 cgroup that holds a controller's limit, or why none does. */
+function v2Holds(v2: V2Results, c: Controller): { dir: string } | { why: string } {
+  if (!v2.home) return { why: "no cgroup v2 hierarchy" };
+  if (!v2.have.includes(c)) return { why: `the v2 hierarchy has no ${c} controller` };
+  return v2.parent ?? { why: "no cgroup v2 parent" };
+}
+
+function cgroupV2Check(v2: V2Results): Check {
+  const name = "cgroup v2";
+  if (!v2.home) {
+    return check(
       "cgroup_v2",
-      v2Name,
+      name,
       "warn",
       "no cgroup v2 hierarchy",
       "mount cgroup2 (boot with systemd.unified_cgroup_hierarchy=1)",
     );
-  } else {
-    const dirs = v2Mounts.map((m) => cgroupDir(m, v2Path)).filter((d): d is string => d !== null);
-    const dir = dirs[0] ?? v2Mounts[0]?.mountPoint ?? "/sys/fs/cgroup";
-    const err = tryDir(dir);
-    v2 =
-      err === null
-        ? check("cgroup_v2", v2Name, "ok", `can create cgroups under ${dir}`)
-        : check("cgroup_v2", v2Name, "warn", `cannot create a cgroup under ${dir} (${err})`, v2Fix);
   }
-  const v1 = v1Controllers(mounts, paths, tryDir);
-  return [v2, cgroupV1Check(v1), limitsCheck(v1, v2)];
+  if (v2.have.length === 0) {
+    return check(
+      "cgroup_v2",
+      name,
+      "warn",
+      `the hierarchy at ${v2.home.root} has no memory, pids or cpu controller (this host binds them to v1)`,
+      "boot with systemd.unified_cgroup_hierarchy=1 to give them to v2",
+    );
+  }
+  if (v2.parent && "dir" in v2.parent) {
+    return check(
+      "cgroup_v2",
+      name,
+      "ok",
+      `each run gets a cgroup under ${v2.parent.dir} (${v2.have.join(", ")})`,
+    );
+  }
+  return check(
+    "cgroup_v2",
+    name,
+    "warn",
+    v2.parent?.why ?? "no cgroup v2 parent",
+    "run as root, or in a delegated cgroup (systemd-run --user --scope -p Delegate=yes ...)",
+  );
 }
 
 /** Each v1 controller a limit needs: its directory, and the errno of a try there (null: works). */
-type V1Results = Map<"memory" | "pids" | "cpu", { dir: string; err: string | null } | null>;
+type V1Results = Map<Controller, { dir: string; err: string | null } | null>;
 
-function v1Controllers(mounts: Mount[], paths: Map<string, string>, tryDir: TryCgroup): V1Results {
+function v1Controllers(mounts: Mount[], paths: Map<string, string>, fs: CgroupFs): V1Results {
   const out: V1Results = new Map();
-  for (const controller of ["memory", "pids", "cpu"] as const) {
+  for (const controller of CONTROLLERS) {
     const dir = v1Dir(controller, mounts, paths);
-    out.set(controller, dir === null ? null : { dir, err: tryDir(dir) });
+    if (dir === null) {
+      out.set(controller, null);
+      continue;
+    }
+    const child = join(dir, `cvisor-doctor-${process.pid}`);
+    const err = fs.mkdir(child);
+    if (err === null) fs.rmdir(child);
+    out.set(controller, { dir, err });
   }
   return out;
 }
 
-function cgroupV1Check(v1: V1Results): Check {
-  const name = "cgroup v1 writable";
-  const mounted = [...v1].filter(([, r]) => r !== null);
+function cgroupV1Check(v1: V1Results, v2: V2Results): Check {
+  const name = "cgroup v1";
+  const needed = CONTROLLERS.filter((c) => !("dir" in v2Holds(v2, c)));
+  if (needed.length === 0) {
+    return check("cgroup_v1", name, "ok", "not needed: cgroup v2 holds every limit");
+  }
+  const mounted = [...v1].filter(([c, r]) => r !== null && needed.includes(c));
   if (mounted.length === 0) {
     return check(
       "cgroup_v1",
       name,
       "warn",
-      "memory, pids and cpu controllers not mounted",
-      "mount the v1 memory, pids and cpu controllers",
+      `${needed.join(", ")} controller(s) not mounted`,
+      `mount the v1 ${needed.join(", ")} controller(s), or use cgroup v2`,
     );
   }
   const detail = mounted
@@ -307,20 +354,25 @@ const SUPERVISOR = {
 } as const;
 
 /** Per limit, what enforces it for this user here, and why not a better one. */
-function limitsCheck(v1: V1Results, v2: Check): Check {
+function limitsCheck(v1: V1Results, v2: V2Results): Check {
   const flags = { memory: "--memory", pids: "--pids-limit", cpu: "--cpus" } as const;
   const lines: string[] = [];
   let missing = 0;
-  for (const [controller, r] of v1) {
+  for (const controller of CONTROLLERS) {
+    const inV2 = v2Holds(v2, controller);
+    if ("dir" in inV2) {
+      lines.push(`${flags[controller]}: cgroup v2 (${inV2.dir})`);
+      continue;
+    }
+    const r = v1.get(controller) ?? null;
     if (r !== null && r.err === null) {
       lines.push(`${flags[controller]}: cgroup v1 (${r.dir})`);
       continue;
     }
     missing++;
     const v1Why = r === null ? `no v1 ${controller} controller` : `v1 ${controller}: ${r.err}`;
-    const v2Why = v2.status === "ok" ? "cgroup v2: not used yet" : `cgroup v2: ${v2.detail}`;
     lines.push(
-      `${flags[controller]}: the supervisor ${SUPERVISOR[controller]} (${v1Why}; ${v2Why})`,
+      `${flags[controller]}: the supervisor ${SUPERVISOR[controller]} (cgroup v2: ${inV2.why}; ${v1Why})`,
     );
   }
   // No cgroup controller holds a layer's size, wherever cvisor runs.
@@ -334,7 +386,7 @@ function limitsCheck(v1: V1Results, v2: Check): Check {
     "resource limits",
     "warn",
     detail,
-    "for the kernel to enforce them: run as root, or chown this process's v1 memory, pids and cpu cgroups to this user",
+    "for the kernel to enforce them: run as root, or in a delegated cgroup v2 subtree (systemd-run --user --scope -p Delegate=yes ...), or chown this process's v1 memory, pids and cpu cgroups to this user",
   );
 }
 
@@ -347,7 +399,7 @@ export function hostCgroupChecks(): Check[] {
       return "";
     }
   };
-  return cgroupChecks(read("/proc/self/mountinfo"), read("/proc/self/cgroup"), tryCgroup);
+  return cgroupChecks(read("/proc/self/mountinfo"), read("/proc/self/cgroup"), realCgroupFs);
 }
 
 /**

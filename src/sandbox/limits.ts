@@ -27,7 +27,7 @@ export interface ParsedLimits {
 export interface LimitReport {
   /** The limit: bytes, processes, or cores. */
   limit: number;
-  /** "cgroup-v1" (the kernel's cgroup v1 controller) or "supervisor" (cvisor's own watch). */
+  /** "cgroup-v2" or "cgroup-v1" (the kernel's controller) or "supervisor" (cvisor's own watch). */
   mechanism: string;
   /** The most the guest tree used: bytes or processes (absent for CPU). */
   peak?: number;

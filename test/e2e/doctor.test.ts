@@ -38,7 +38,7 @@ gtest("cvisor doctor --json is one JSON document and says ok", async () => {
   assert.match(text, /landlock/i, show(r));
   const o = doc as { ok?: unknown; checks?: { id: string; purpose?: unknown }[] };
   assert.equal(o.ok, true, show(r));
-  // Each check says what it is for; cgroup v2, which nothing uses yet, says so (issue 13).
+  // Each check says what it is for (issue 13).
   assert.ok(Array.isArray(o.checks) && o.checks.length >= 10, show(r));
   for (const c of o.checks) {
     assert.ok(typeof c.purpose === "string" && c.purpose.length > 10, `${c.id} has no purpose`);
@@ -48,11 +48,11 @@ gtest("cvisor doctor --json is one JSON document and says ok", async () => {
     cgroups.map((c) => c.id),
     ["cgroup_v2", "cgroup_v1"],
   );
-  assert.match(String(cgroups[0]?.purpose), /not used yet/);
-  assert.match(String(cgroups[1]?.purpose), /--memory/);
+  assert.match(String(cgroups[0]?.purpose), /--memory, --pids-limit and --cpus/);
+  assert.match(String(cgroups[1]?.purpose), /v1 controller/);
   // Per limit: what enforces it for this user here, or why nothing does.
   const limits = o.checks.find((x) => x.id === "limits") as { detail?: string } | undefined;
-  const mechanism = /--memory: (cgroup v1 \(|the supervisor samples)/;
+  const mechanism = /--memory: (cgroup v[12] \(|the supervisor samples)/;
   assert.match(String(limits?.detail), mechanism, show(r));
 });
 
@@ -62,5 +62,5 @@ gtest("cvisor doctor says under each check what it is for", async () => {
   const at = lines.findIndex((l) => l.includes("seccomp user notification"));
   assert.match(lines[at + 1] ?? "", /^ {4}\S.*system call/, show(r));
   const cg = lines.findIndex((l) => l.includes("cgroup v2"));
-  assert.match(lines[cg + 1] ?? "", /not used yet/, show(r));
+  assert.match(lines[cg + 1] ?? "", /each run gets one cgroup v2/, show(r));
 });

@@ -6,9 +6,15 @@
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { existsSync, readdirSync, readFileSync, statfsSync } from "node:fs";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { Sandbox } from "../../src/index.js";
-import { openCgroups, parseMountinfo, parseProcCgroup, v1Dir } from "../../src/sandbox/cgroups.js";
+import {
+  openCgroups,
+  parseMountinfo,
+  parseProcCgroup,
+  v1Dir,
+  v2Home,
+} from "../../src/sandbox/cgroups.js";
 import { gtest } from "../helpers/guard.js";
 import { storeHome } from "../helpers/store.js";
 import {
@@ -23,21 +29,33 @@ import {
 
 const PY = "/usr/bin/python3"; // not a shim that forks on its way (pyenv)
 
-/** Whether this user can make the run cgroups of every limit here (root on this machine). */
-function cgroupsWork(): boolean {
+/** What holds every limit for this user here: "cgroup-v2", "cgroup-v1" (root on this machine),
+ * or "supervisor" (a limit no cgroup of this user's can hold). */
+function heldBy(): string {
   const made = openCgroups({ memoryBytes: 64 << 20, pids: 64, cpus: 1 });
+  const report = made.report();
   made.remove();
-  return made.unheld === undefined;
+  return made.unheld === undefined ? (report.memory?.mechanism ?? "") : "supervisor";
 }
 
-/** The run cgroups (cvisor-*) under this process's memory, pids and cpu cgroups. */
+/** The run cgroups (cvisor-*) under this process's memory, pids and cpu cgroups, and in the v2
+ * hierarchy under its own cgroup and every one above it (where v2's go). */
 function runCgroups(): string[] {
   const mounts = parseMountinfo(readFileSync("/proc/self/mountinfo", "utf8"));
   const paths = parseProcCgroup(readFileSync("/proc/self/cgroup", "utf8"));
-  const out: string[] = [];
+  const dirs = new Set<string>();
   for (const c of ["memory", "pids", "cpu"] as const) {
     const dir = v1Dir(c, mounts, paths);
-    if (dir === null || !existsSync(dir)) continue;
+    if (dir !== null) dirs.add(dir);
+  }
+  const home = v2Home(mounts, paths);
+  for (let dir = home?.own; dir?.startsWith(home?.root ?? "/"); dir = dirname(dir)) {
+    dirs.add(dir);
+    if (dir === home?.root) break;
+  }
+  const out: string[] = [];
+  for (const dir of dirs) {
+    if (!existsSync(dir)) continue;
     out.push(
       ...readdirSync(dir)
         .filter((n) => n.startsWith("cvisor-"))
@@ -47,9 +65,17 @@ function runCgroups(): string[] {
   return out;
 }
 
-const cgroups = cgroupsWork();
 /** What holds the limits for this user here. */
-const mechanism = cgroups ? "cgroup-v1" : "supervisor";
+const mechanism = heldBy();
+const cgroups = mechanism.startsWith("cgroup-");
+
+gtest(
+  "limits are held here by what CVISOR_EXPECT_LIMITS names (the cgroup v2 VM run sets it)",
+  async () => {
+    assert.equal(mechanism, process.env.CVISOR_EXPECT_LIMITS);
+  },
+  process.env.CVISOR_EXPECT_LIMITS ? {} : { skip: "CVISOR_EXPECT_LIMITS is not set" },
+);
 
 gtest(
   "--memory 64m: a guest allocating 1 GiB ends with 137 and one line; the report says memory",

@@ -5,6 +5,8 @@ import type { ProbeResult } from "../../src/core/native.js";
 import { formatReport } from "../../src/cli/commands/doctor.js";
 import { parseMountinfo } from "../../src/sandbox/cgroups.js";
 import { cgroupChecks, kernelChecks, type Check } from "../../src/sandbox/doctor-checks.js";
+import type { CgroupFs } from "../../src/sandbox/cgroups.js";
+import { dirname } from "node:path";
 
 const allGood: ProbeResult = {
   seccompUnotify: true,
@@ -26,6 +28,8 @@ const allGood: ProbeResult = {
 
 const status = (checks: Check[], id: string): string | undefined =>
   checks.find((c) => c.id === id)?.status;
+const detail = (checks: Check[], id: string): string =>
+  checks.find((c) => c.id === id)?.detail ?? "";
 
 test("every kernel feature ok", () => {
   const checks = kernelChecks(allGood);
@@ -76,42 +80,100 @@ test("mountinfo parsing unescapes paths", () => {
   assert.deepEqual(mounts[2]?.superOptions, ["rw", "memory"]);
 });
 
-test("cgroup checks try this process's own cgroup directories", () => {
-  const tried: string[] = [];
-  const checks = cgroupChecks(mountinfo, procCgroup, (dir) => {
-    tried.push(dir);
-    return dir.includes("memory") ? "EACCES" : null;
-  });
-  assert.deepEqual(tried, [
-    "/sys/fs/cgroup/unified/user.slice/session-1.scope",
-    "/sys/fs/cgroup/memory/user.slice/app",
+/** A cgroup tree as files: `writable` lists what this user may write; mkdir works in those. */
+function standInFs(
+  files: Record<string, string>,
+  writable: string[],
+): CgroupFs & { made: string[] } {
+  const made: string[] = [];
+  const canWrite = (p: string): boolean => writable.some((w) => p === w || p.startsWith(`${w}/`));
+  return {
+    made,
+    read: (file) => files[file] ?? null,
+    write: (file) => (canWrite(file) ? null : "EACCES"),
+    mkdir: (dir) => {
+      if (!canWrite(dir)) return "EACCES";
+      made.push(dir);
+      return null;
+    },
+    rmdir: () => null,
+    writable: canWrite,
+  };
+}
+
+test("cgroup checks on a hybrid host: v2 without controllers, v1 as far as it is writable", () => {
+  const fs = standInFs({ "/sys/fs/cgroup/unified/cgroup.controllers": "hugetlb\n" }, [
     "/sys/fs/cgroup/pids/user.slice",
   ]);
-  assert.equal(status(checks, "cgroup_v2"), "ok");
-  // v1 is what cvisor enforces limits with: a memory controller it cannot write is a warning,
-  // and the limits line says which limit is refused and why.
+  const checks = cgroupChecks(mountinfo, procCgroup, fs);
+  // Each v1 controller's own cgroup is tried with a child made and removed.
+  assert.deepEqual(fs.made, [`/sys/fs/cgroup/pids/user.slice/cvisor-doctor-${process.pid}`]);
+  assert.equal(status(checks, "cgroup_v2"), "warn");
+  assert.match(detail(checks, "cgroup_v2"), /no memory, pids or cpu controller/);
   assert.equal(status(checks, "cgroup_v1"), "warn");
-  const limits = checks.find((c) => c.id === "limits");
-  assert.equal(limits?.status, "warn");
+  const limits = detail(checks, "limits");
+  assert.equal(status(checks, "limits"), "warn");
   assert.match(
-    limits?.detail ?? "",
-    /--memory: the supervisor samples the tree's memory every 20 ms \(v1 memory: EACCES; cgroup v2: not used yet\)/,
+    limits,
+    /--memory: the supervisor samples the tree's memory every 20 ms \(cgroup v2: the v2 hierarchy has no memory controller; v1 memory: EACCES\)/,
   );
-  assert.match(
-    limits?.detail ?? "",
-    /--pids-limit: cgroup v1 \(\/sys\/fs\/cgroup\/pids\/user\.slice\)/,
-  );
-  assert.match(
-    limits?.detail ?? "",
-    /--cpus: the supervisor stops the tree while it is ahead of its share \(no v1 cpu controller/,
-  );
-  const denied = cgroupChecks(mountinfo, procCgroup, () => "EACCES");
-  assert.equal(status(denied, "cgroup_v2"), "warn");
-  assert.equal(status(denied, "cgroup_v1"), "warn");
-  const none = cgroupChecks("", "", () => null);
+  assert.match(limits, /--pids-limit: cgroup v1 \(\/sys\/fs\/cgroup\/pids\/user\.slice\)/);
+  assert.match(limits, /--cpus: the supervisor stops the tree .*no v1 cpu controller/);
+  const none = cgroupChecks("", "", fs);
   assert.deepEqual(
     none.map((c) => c.status),
     ["warn", "warn", "warn"],
+  );
+});
+
+const v2Mountinfo = "30 1 0:27 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw,nsdelegate";
+const v2Files = (own: string): Record<string, string> => {
+  const files: Record<string, string> = { [`${own}/cgroup.procs`]: "4242\n" };
+  for (let dir = own; dir.startsWith("/sys/fs/cgroup/"); dir = dirname(dir)) {
+    files[`${dir}/cgroup.type`] = "domain\n";
+  }
+  for (let dir = own; dir.startsWith("/sys/fs/cgroup"); dir = dirname(dir)) {
+    files[`${dir}/cgroup.controllers`] = "cpu memory pids\n";
+    files[`${dir}/cgroup.subtree_control`] = dir === own ? "" : "cpu memory pids\n";
+  }
+  return files;
+};
+
+test("cgroup checks on a v2 host: the nearest delegated cgroup above cvisor's own", () => {
+  const user = "/sys/fs/cgroup/user.slice/user-1000.slice/user@1000.service";
+  const own = `${user}/app.slice/run-1.scope`;
+  const fs = standInFs(v2Files(own), [user]);
+  const checks = cgroupChecks(
+    v2Mountinfo,
+    "0::/user.slice/user-1000.slice/user@1000.service/app.slice/run-1.scope\n",
+    fs,
+  );
+  // cvisor's own cgroup holds processes: its child could not get the controllers.
+  assert.deepEqual(fs.made, [`${user}/app.slice/cvisor-doctor-${process.pid}`]);
+  assert.equal(status(checks, "cgroup_v2"), "ok");
+  assert.equal(status(checks, "cgroup_v1"), "ok");
+  assert.match(detail(checks, "cgroup_v1"), /not needed/);
+  assert.equal(status(checks, "limits"), "ok");
+  assert.match(
+    detail(checks, "limits"),
+    new RegExp(`--memory: cgroup v2 \\(${user}/app\\.slice\\)`),
+  );
+
+  // A login without a delegated subtree: nothing above is this user's.
+  const session = "/sys/fs/cgroup/user.slice/user-1000.slice/session-3.scope";
+  const denied = cgroupChecks(
+    v2Mountinfo,
+    "0::/user.slice/user-1000.slice/session-3.scope\n",
+    standInFs(v2Files(session), []),
+  );
+  assert.equal(status(denied, "cgroup_v2"), "warn");
+  assert.match(
+    detail(denied, "cgroup_v2"),
+    /no delegated subtree; systemd-run --user --scope -p Delegate=yes gives one/,
+  );
+  assert.match(
+    detail(denied, "limits"),
+    /--pids-limit: the supervisor counts the tree's tasks at each fork \(cgroup v2: no cgroup at or above/,
   );
 });
 
