@@ -29,7 +29,7 @@
 extern "C" {
 #endif
 
-#define CV_ABI_VERSION 7
+#define CV_ABI_VERSION 8
 
 #define CV_API __attribute__((visibility("default")))
 
@@ -50,8 +50,15 @@ enum cv_error {
 
 /* Network policy. */
 enum cv_network {
-    CV_NET_ALLOW = 0,  /* AF_INET/AF_INET6 allowed (listening still needs allow_listen) */
+    CV_NET_ALLOW = 0,  /* AF_INET/AF_INET6 allowed (listening: enum cv_listen) */
     CV_NET_DENY = 1,   /* AF_INET/AF_INET6 sockets fail with EACCES in BPF */
+};
+
+/* Where a guest may bind an inet port and listen (the default: loopback). */
+enum cv_listen {
+    CV_LISTEN_NONE = 0,     /* nowhere (EACCES) */
+    CV_LISTEN_ANY = 1,      /* any address */
+    CV_LISTEN_LOOPBACK = 2, /* 127.0.0.0/8 and ::1 (also as ::ffff:127.x.y.z) only */
 };
 
 /* How a run ended (cv_run_result.state). */
@@ -95,7 +102,7 @@ CV_API int cv_run_add_hidden_list(cv_run *r, const char *paths, size_t len);
  * dup'd into the guest at start; the caller may close its copies after cv_run_start. */
 CV_API int cv_run_set_stdio(cv_run *r, int in_fd, int out_fd, int err_fd);
 CV_API int cv_run_set_network(cv_run *r, int network /* enum cv_network */);
-CV_API int cv_run_set_allow_listen(cv_run *r, int allow);
+CV_API int cv_run_set_allow_listen(cv_run *r, int listen /* enum cv_listen */);
 /* A host unix socket (absolute path) the guest may connect and send to. Repeatable. Without
  * one, host unix sockets are refused (EACCES); sockets made in the sandbox always work. */
 CV_API int cv_run_allow_unix(cv_run *r, const char *path);

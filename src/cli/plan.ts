@@ -3,6 +3,7 @@
 import { CvisorError } from "../core/errors.js";
 import { parseDuration } from "../sandbox/duration.js";
 import { parseLimits, type ParsedLimits } from "../sandbox/limits.js";
+import type { ListenPolicy } from "../sandbox/types.js";
 import { validateSandboxName } from "../store/sandboxes.js";
 import { EXIT_CVISOR } from "./exit-codes.js";
 import { VALUE_FLAGS } from "./commands/run.js";
@@ -16,7 +17,7 @@ export interface RunPlan {
   /** The -e additions (already resolved against the host for `-e KEY`). */
   env: Record<string, string>;
   network: boolean;
-  allowListen: boolean;
+  listen: ListenPolicy;
   /** 0: no deadline. */
   timeoutMs: number;
   /** The --timeout text as the user wrote it, for messages. */
@@ -105,6 +106,8 @@ export interface RootOptions {
   env?: string[];
   network: boolean;
   allowListen?: boolean;
+  /** false: --no-listen. */
+  listen?: boolean;
   timeout?: string;
   workdir?: string;
   json?: boolean;
@@ -172,6 +175,9 @@ export function buildRunPlan(
       throw err;
     }
   }
+  if (opts.allowListen && opts.listen === false) {
+    return usageError("--allow-listen and --no-listen cannot be used together");
+  }
   const shell = command.length === 0;
   const plan: RunPlan = {
     kind: "run",
@@ -179,7 +185,7 @@ export function buildRunPlan(
     shell,
     env,
     network: opts.network,
-    allowListen: Boolean(opts.allowListen),
+    listen: opts.allowListen ? "any" : opts.listen === false ? "none" : "loopback",
     timeoutMs,
     json: Boolean(opts.json),
     hide: [...(opts.hide ?? [])],

@@ -7,7 +7,10 @@ import type * as Koffi from "koffi";
 import { coreError, cvErrorName, CV_ERROR, SetupError, UsageError } from "./errors.js";
 
 /** CV_ABI_VERSION of the header this binding was written against. */
-export const ABI_VERSION = 7;
+export const ABI_VERSION = 8;
+
+/** enum cv_listen. */
+const LISTEN = { none: 0, any: 1, loopback: 2 } as const;
 
 /** enum cv_run_state: how a run ended. */
 export const RUN_STATE = { EXITED: 1, SIGNALED: 2, EXEC_FAILED: 3, FAILED: 4 } as const;
@@ -22,7 +25,8 @@ export interface RunSpec {
   /** Fds of this process for the guest's 0, 1, 2; -1 is /dev/null. */
   stdio: readonly [number, number, number];
   network: boolean;
-  allowListen: boolean;
+  /** Where inet ports may be bound and listened on (enum cv_listen). */
+  listen: "loopback" | "any" | "none";
   /** 0: no deadline. */
   timeoutMs: number;
   /** Absolute paths the guest must not read. */
@@ -523,7 +527,7 @@ export function createRun(spec: RunSpec): NativeRun {
     if (spec.cwd !== undefined) check(b.setCwd(ptr, spec.cwd), `working directory ${spec.cwd}`);
     check(b.setStdio(ptr, spec.stdio[0], spec.stdio[1], spec.stdio[2]), "stdio");
     check(b.setNetwork(ptr, spec.network ? 0 : 1), "network policy");
-    check(b.setAllowListen(ptr, spec.allowListen ? 1 : 0), "listen policy");
+    check(b.setAllowListen(ptr, LISTEN[spec.listen]), "listen policy");
     check(b.setTimeoutMs(ptr, spec.timeoutMs), "timeout");
     if (spec.hide.length > 0) {
       // One call for the whole list (some sixty paths by default): a call each cost more.

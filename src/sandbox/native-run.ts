@@ -10,7 +10,7 @@ import { buildEnv, envStrings, SANDBOX_ENV } from "./env.js";
 import { runFailure } from "./result.js";
 import { parseLimits, type LimitsReport, type ParsedLimits } from "./limits.js";
 import type { SandboxLayer } from "./open-layer.js";
-import type { RunOptions, SandboxOptions } from "./types.js";
+import type { ListenPolicy, RunOptions, SandboxOptions } from "./types.js";
 
 /** Throws the CvisorError of an argv that cannot be run (before anything is created for it). */
 export function checkArgv(argv: readonly string[]): void {
@@ -55,7 +55,7 @@ export function runSpec(
     env: envStrings(buildEnv(process.env, { [SANDBOX_ENV]: layer.name }, o.env, options.env)),
     cwd: cwd === undefined ? undefined : resolvePath(cwd),
     network: options.network ?? o.network ?? true,
-    allowListen: options.allowListen ?? o.allowListen ?? false,
+    listen: listenPolicy(options) ?? listenPolicy(o) ?? "loopback",
     timeoutMs: timeout === undefined ? 0 : parseDuration(timeout),
     hide: hiddenPaths(o, options, layer.storage),
     allowUnix: [...(o.allowUnix ?? []), ...(options.allowUnix ?? [])].map((p) => resolvePath(p)),
@@ -196,4 +196,21 @@ export function finishRun(run: native.NativeRun, withNotifications = true): Fini
   native.free(run);
   releaseLimits(run); // a failed run's cgroups
   return { raw, failure, notifications, denials, limits };
+}
+
+/** The listen policy an options object sets, if any (`listen`, else the older `allowListen`). */
+function listenPolicy(o: {
+  listen?: ListenPolicy | undefined;
+  allowListen?: boolean | undefined;
+}): ListenPolicy | undefined {
+  if (o.listen !== undefined) {
+    if (!["loopback", "any", "none"].includes(o.listen)) {
+      throw new UsageError(
+        `invalid listen policy ${String(o.listen)}: use "loopback", "any" or "none"`,
+        "EINVALID_LISTEN",
+      );
+    }
+    return o.listen;
+  }
+  return o.allowListen === undefined ? undefined : o.allowListen ? "any" : "none";
 }

@@ -4,6 +4,9 @@ import type { LimitHit, Limits, LimitsReport } from "./limits.js";
 import type { HookError, SyscallHook } from "./syscall-hook.js";
 
 /** Options of a Sandbox, the defaults of each of its runs. */
+/** Where a guest may bind an inet port and listen. */
+export type ListenPolicy = "loopback" | "any" | "none";
+
 export interface SandboxOptions {
   /**
    * The name of a persistent sandbox: the guest's changes are kept under
@@ -15,7 +18,12 @@ export interface SandboxOptions {
   sandbox?: string;
   /** AF_INET/AF_INET6 sockets allowed (default true); AF_UNIX always works. */
   network?: boolean;
-  /** bind/listen on inet sockets allowed (default false). */
+  /**
+   * Where a guest may bind an inet port and listen: "loopback" (the default: 127.0.0.0/8 and
+   * ::1), "any", or "none".
+   */
+  listen?: ListenPolicy;
+  /** true: listen "any"; false: "none" (the older form of `listen`). */
   allowListen?: boolean;
   /**
    * Host unix sockets the guest may connect and send to (paths; default none: an ssh-agent,
@@ -56,6 +64,7 @@ export interface RunOptions {
   cwd?: string;
   timeout?: number | string;
   network?: boolean;
+  listen?: ListenPolicy;
   allowListen?: boolean;
   /** Added to the Sandbox's allowUnix list. */
   allowUnix?: readonly string[];

@@ -552,7 +552,7 @@ gtest(
   { timeout: RACE_TIMEOUT },
 );
 
-gtest("bind with AF_UNSPEC on an inet socket needs --allow-listen like any port", async () => {
+gtest("bind with AF_UNSPEC on an inet socket (the any-address) needs --allow-listen", async () => {
   const port = String(20_000 + Math.floor(Math.random() * 20_000));
   const denied = await cvisor([], [prober(), "bind-unspec", port, ";", "bind-unspec", "0"]);
   assert.equal(denied.out, "EACCES\nOK\n", show(denied));

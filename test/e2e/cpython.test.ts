@@ -1,8 +1,7 @@
 // CPython's own regression tests (Debian's libpython3.X-testsuite, which .ci/run installs), run
 // natively and in an ephemeral sandbox: no test may fail in the sandbox that passes natively,
-// and both runs must run the same number of tests. The one exception is a test that needs an
-// inet listener: the sandbox refuses `listen` without --allow-listen (the network policy's
-// issue, 19); those are listed below and reported when they fail.
+// and both runs must run the same number of tests. test_os's sendfile tests listen on
+// 127.0.0.1, which the default listen policy allows.
 // CVISOR_CPYTHON_TESTS picks the suites (default: test_os test_tempfile test_pty test_shutil),
 // CVISOR_CPYTHON_NET_TESTS those run with --allow-listen (default: test_socket test_logging).
 import assert from "node:assert/strict";
@@ -22,9 +21,6 @@ const NET_SUITES = suites("CVISOR_CPYTHON_NET_TESTS", "test_socket test_logging"
 function suites(knob: string, fallback: string): string[] {
   return (process.env[knob] ?? fallback).split(/\s+/).filter(Boolean);
 }
-
-/** Tests that need an inet listener (asyncio.start_server), refused without --allow-listen. */
-const NEEDS_LISTENER = [/^test\.test_os\.TestSendfile\./];
 
 function testsuiteMissing(): string | false {
   const find = "import importlib.util as u, sys; sys.exit(u.find_spec('test.test_os') is None)";
@@ -69,8 +65,6 @@ interface SuiteRun {
   extra?: readonly string[];
   /** cvisor options. */
   options?: readonly string[];
-  /** Failures only the sandbox has that are allowed (and reported). */
-  allowed?: readonly RegExp[];
 }
 
 /** The suites natively, then in a sandbox: nothing may fail there that passed natively. */
@@ -99,9 +93,7 @@ async function compare(fx: Fixture, t: TestContext, run: SuiteRun): Promise<void
   });
   const got = outcome(boxed.out);
   const only = [...got.failed].filter((id) => !want.failed.has(id));
-  const allowed = only.filter((id) => (run.allowed ?? []).some((re) => re.test(id)));
-  if (allowed.length > 0) t.diagnostic(`need an inet listener: ${allowed.join(", ")}`);
-  let regressions = only.filter((id) => !allowed.includes(id));
+  let regressions = only;
   if (regressions.length > 0) {
     // Once more, those alone: a port another test took between find_unused_port() and its use
     // fails a test natively too, now and then; a failure that holds is the sandbox's.
@@ -127,12 +119,12 @@ async function compare(fx: Fixture, t: TestContext, run: SuiteRun): Promise<void
 
 gtest(
   `CPython's ${SUITES.join(", ")}: nothing fails in a sandbox that passes natively`,
-  (fx, t) => compare(fx, t, { suites: SUITES, allowed: NEEDS_LISTENER }),
+  (fx, t) => compare(fx, t, { suites: SUITES }),
   { timeout: 1_900_000, skip: testsuiteMissing() },
 );
 
-// Unix sockets (names, SCM_RIGHTS, datagrams) and logging's socket handlers; their inet tests
-// need a listener, so this run allows one. VSOCK tests are left out: natively as root one waits
+// Unix sockets (names, SCM_RIGHTS, datagrams) and logging's socket handlers; some of their inet
+// tests listen on the any-address, so this run allows it. VSOCK tests are left out: natively as root one waits
 // for a hypervisor peer that this machine does not have.
 gtest(
   `CPython's ${NET_SUITES.join(", ")} with --allow-listen: nothing fails in a sandbox that passes natively`,

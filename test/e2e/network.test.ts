@@ -1,6 +1,7 @@
 // Network policy from a real guest: a loopback TCP server started by the test is reachable by
 // default and unreachable with --no-network (socket() fails with EACCES, the server sees no
-// connection); inet bind/listen need --allow-listen; AF_UNIX always works.
+// connection); inet ports are bound and listened on loopback addresses only, unless
+// --allow-listen (any address) or --no-listen (none); AF_UNIX always works.
 import assert from "node:assert/strict";
 import net from "node:net";
 import { Sandbox } from "../../src/index.js";
@@ -134,21 +135,29 @@ gtest("--no-network stops a shell-level connect (bash /dev/tcp) as well", async 
 });
 
 gtest(
-  "inet bind to a port and listen fail with EACCES without --allow-listen; AF_UNIX works",
+  "by default inet ports are bound and listened on loopback addresses only; AF_UNIX works",
   async () => {
     const port = String(await freePort());
+    const v6 = ["OK", "EADDRNOTAVAIL", "SETUP-bind-EADDRNOTAVAIL"];
     await expectProbes(
       [
-        { op: ["bind-inet", "127.0.0.1", port], expect: "EACCES" },
+        { op: ["bind-inet", "127.0.0.1", port], expect: "OK" },
+        { op: ["bind-inet", "127.0.0.2", port], expect: "OK" },
         { op: ["bind-inet", "0.0.0.0", port], expect: "EACCES" },
-        { op: ["bind-inet", "::1", port], expect: "EACCES" },
-        { op: ["bind-inet", "127.0.0.1", "0"], expect: "OK" },
-        { op: ["listen-inet", "127.0.0.1"], expect: "EACCES" },
-        { op: ["listen-inet", "::1"], expect: "EACCES" },
-        // listen() on a never-bound socket binds it to an ephemeral port
+        { op: ["bind-inet", "::1", port], expect: v6 },
+        { op: ["bind-inet", "::ffff:127.0.0.1", port], expect: v6 },
+        { op: ["bind-inet", "::", port], expect: "EACCES" },
+        { op: ["bind-inet", "0.0.0.0", "0"], expect: "OK" },
+        { op: ["listen-inet", "127.0.0.1"], expect: "OK" },
+        { op: ["listen-inet", "::1"], expect: v6 },
+        // Bound to the any-address (port 0 is always allowed), then listen: refused.
+        { op: ["listen-inet", "0.0.0.0"], expect: "EACCES" },
+        { op: ["listen-inet", "::"], expect: "EACCES" },
+        // listen() on a never-bound socket binds it to the any-address
         { op: ["listen-unbound", "inet"], expect: "EACCES" },
         { op: ["listen-unbound", "inet6"], expect: "EACCES" },
-        { op: ["bind-udp", "127.0.0.1", port], expect: "EACCES" },
+        { op: ["bind-udp", "127.0.0.1", port], expect: "OK" },
+        { op: ["bind-udp", "0.0.0.0", port], expect: "EACCES" },
         { op: ["bind-udp", "127.0.0.1", "0"], expect: "OK" },
         ...UNIX_OK,
       ],
@@ -156,6 +165,23 @@ gtest(
     );
   },
 );
+
+gtest("--no-listen: no inet port is bound or listened on, loopback neither", async () => {
+  const port = String(await freePort());
+  await expectProbes(
+    [
+      { op: ["bind-inet", "127.0.0.1", port], expect: "EACCES" },
+      { op: ["bind-inet", "::1", port], expect: "EACCES" },
+      { op: ["bind-inet", "127.0.0.1", "0"], expect: "OK" },
+      { op: ["listen-inet", "127.0.0.1"], expect: "EACCES" },
+      { op: ["listen-unbound", "inet"], expect: "EACCES" },
+      { op: ["bind-udp", "127.0.0.1", port], expect: "EACCES" },
+      ...UNIX_OK,
+    ],
+    "--no-listen",
+    ["--no-listen"],
+  );
+});
 
 gtest("--allow-listen: bind and listen work", async () => {
   const port = String(await freePort());
@@ -165,6 +191,8 @@ gtest("--allow-listen: bind and listen work", async () => {
       { op: ["listen-inet", "127.0.0.1"], expect: "OK" },
       { op: ["listen-inet", "::1"], expect: ["OK", "EADDRNOTAVAIL", "SETUP-bind-EADDRNOTAVAIL"] },
       { op: ["listen-unbound", "inet"], expect: "OK" },
+      { op: ["bind-inet", "0.0.0.0", port], expect: "OK" },
+      { op: ["listen-inet", "0.0.0.0"], expect: "OK" },
       { op: ["bind-udp", "127.0.0.1", port], expect: "OK" },
       ...UNIX_OK,
     ],
@@ -173,7 +201,7 @@ gtest("--allow-listen: bind and listen work", async () => {
   );
 });
 
-gtest("library: network: false and allowListen map to the same policy", async () => {
+gtest("library: network, listen and allowListen map to the same policies", async () => {
   const v4 = await startServer("127.0.0.1");
   try {
     const probe = prober();
@@ -185,14 +213,20 @@ gtest("library: network: false and allowListen map to the same policy", async ()
     const perRun = await new Sandbox().run([probe, ...connect], { network: false });
     assert.equal(perRun.stdout, "EACCES\n", perRun.stderr);
     assert.equal(v4.connections(), 1);
-    const listen = await new Sandbox({ allowListen: true }).run([
-      probe,
-      "listen-inet",
-      "127.0.0.1",
-    ]);
-    assert.equal(listen.stdout, "OK\n", listen.stderr);
-    const noListen = await new Sandbox().run([probe, "listen-inet", "127.0.0.1"]);
-    assert.equal(noListen.stdout, "EACCES\n", noListen.stderr);
+    const anyAddress = [probe, "listen-inet", "0.0.0.0"];
+    const loopback = [probe, "listen-inet", "127.0.0.1"];
+    const listened = async (o: ConstructorParameters<typeof Sandbox>[0], argv: string[]) =>
+      (await new Sandbox(o).run(argv)).stdout.trim();
+    assert.equal(await listened({}, loopback), "OK");
+    assert.equal(await listened({}, anyAddress), "EACCES");
+    assert.equal(await listened({ allowListen: true }, anyAddress), "OK");
+    assert.equal(await listened({ listen: "any" }, anyAddress), "OK");
+    assert.equal(await listened({ listen: "none" }, loopback), "EACCES");
+    assert.equal(await listened({ allowListen: false }, loopback), "EACCES");
+    const perRunNone = await new Sandbox().run(loopback, { listen: "none" });
+    assert.equal(perRunNone.stdout, "EACCES\n", perRunNone.stderr);
+    const bad = { listen: "everywhere" } as unknown as ConstructorParameters<typeof Sandbox>[0];
+    await assert.rejects(new Sandbox(bad).run(loopback), /invalid listen policy everywhere/);
   } finally {
     await v4.close();
   }

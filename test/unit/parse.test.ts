@@ -33,9 +33,19 @@ test("everything after -- is the command, verbatim", () => {
 test("defaults", () => {
   const plan = run(["--", "true"]);
   assert.equal(plan.network, true);
-  assert.equal(plan.allowListen, false);
+  assert.equal(plan.listen, "loopback");
   assert.equal(plan.timeoutMs, 0);
   assert.equal(plan.workdir, undefined);
+});
+
+test("--no-listen, and --allow-listen with it in one line", () => {
+  assert.equal(run(["--no-listen", "--", "x"]).listen, "none");
+  const both = parseCli(["--allow-listen", "--no-listen", "--", "x"], host);
+  assert.equal(both.kind, "error");
+  assert.match(
+    both.kind === "error" ? both.message : "",
+    /^--allow-listen and --no-listen cannot be used together/,
+  );
 });
 
 test("-e repeats; KEY alone takes the host's value when set", () => {
@@ -73,7 +83,7 @@ test("options", () => {
     "x",
   ]);
   assert.equal(plan.network, false);
-  assert.equal(plan.allowListen, true);
+  assert.equal(plan.listen, "any");
   assert.equal(plan.timeoutMs, 1500);
   assert.equal(plan.timeoutText, "1.5s");
   assert.equal(plan.workdir, "/tmp");

@@ -135,7 +135,7 @@ test("a refused host unix socket gets one line naming the flag; other denials st
     {
       syscall: "bind",
       target: "port 80",
-      why: "binding inet ports needs --allow-listen",
+      why: "only loopback addresses without --allow-listen",
       count: 1,
     },
   ]);

@@ -8,7 +8,9 @@
  *  - abstract unix names: only those this run's guests bound (what Landlock's abstract-socket
  *    scope gives a guest that connects itself);
  *  - inet: the filter's network policy made the socket; a bind to a port (any address family
- *    the kernel takes on that socket, AF_UNSPEC included) and listen need --allow-listen;
+ *    the kernel takes on that socket, AF_UNSPEC included) and listen follow the run's listen
+ *    policy: by default only on a loopback address (listen looks at the address the socket is
+ *    bound to, which cannot change once bound; an unbound one would take the any-address);
  *  - a call that would block runs on a thread of its own (handlers/async.c). */
 #include <errno.h>
 #include <fcntl.h>
@@ -337,6 +339,26 @@ static struct cv_reply bind_path(struct cv_notif *n, int s, const struct sockadd
     return out;
 }
 
+/* An inet address the listen policy lets a guest bind a port on or listen at. The address is
+ * read by the socket's family, as the kernel reads it (AF_UNSPEC on an AF_INET socket is AF_INET). */
+static int listen_allowed(const struct cv_run *r, int domain, const struct sockaddr_storage *ss, socklen_t len) {
+    if (r->listen == CV_LISTEN_ANY) return 1;
+    if (r->listen != CV_LISTEN_LOOPBACK) return 0;
+    if (domain == AF_INET) {
+        const struct sockaddr_in *in = (const struct sockaddr_in *)ss;
+        return len >= sizeof *in && (ntohl(in->sin_addr.s_addr) >> 24) == 127;
+    }
+    const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)ss;
+    if (domain != AF_INET6 || ss->ss_family != AF_INET6 || len < sizeof *in6) return 0;
+    if (IN6_IS_ADDR_LOOPBACK(&in6->sin6_addr)) return 1;
+    return IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr) && in6->sin6_addr.s6_addr[12] == 127;
+}
+
+static const char *listen_rule(const struct cv_run *r) {
+    return r->listen == CV_LISTEN_NONE ? "inet listening is off (--no-listen)"
+                                       : "only loopback addresses without --allow-listen";
+}
+
 static struct cv_reply do_bind(struct cv_notif *n) {
     const __u64 *a = n->req->data.args;
     struct sockaddr_storage ss;
@@ -361,10 +383,10 @@ static struct cv_reply do_bind(struct cv_notif *n) {
          * (AF_INET, AF_INET6, and AF_UNSPEC, which it reads as AF_INET): decide by the socket. */
         in_port_t port;
         memcpy(&port, (const char *)&ss + 2, sizeof port);
-        if (port && !n->run->allow_listen) {
+        if (port && !listen_allowed(n->run, domain, &ss, len)) {
             char what[32];
             snprintf(what, sizeof what, "port %u", (unsigned)ntohs(port));
-            cv_run_deny(n->run, n->req->data.nr, what, "binding inet ports needs --allow-listen");
+            cv_run_deny(n->run, n->req->data.nr, what, listen_rule(n->run));
             return cv_err(EACCES);
         }
     }
@@ -376,9 +398,16 @@ static struct cv_reply do_listen(struct cv_notif *n) {
     cv_autoclose int s = guest_socket(n, (int)a[0]);
     if (s < 0) return cv_err(-s);
     int domain = sock_domain(s);
-    if ((domain == AF_INET || domain == AF_INET6) && !n->run->allow_listen) {
-        cv_run_deny(n->run, n->req->data.nr, "inet socket", "listening on inet sockets needs --allow-listen");
-        return cv_err(EACCES);
+    if (domain == AF_INET || domain == AF_INET6) {
+        /* Where it is bound (port 0: not bound yet, and listen would take the any-address). */
+        struct sockaddr_storage ss;
+        socklen_t len = sizeof ss;
+        memset(&ss, 0, sizeof ss);
+        int bound = getsockname(s, (struct sockaddr *)&ss, &len) == 0 && ((struct sockaddr_in *)&ss)->sin_port;
+        if (!bound ? n->run->listen != CV_LISTEN_ANY : !listen_allowed(n->run, domain, &ss, len)) {
+            cv_run_deny(n->run, n->req->data.nr, "inet socket", listen_rule(n->run));
+            return cv_err(EACCES);
+        }
     }
     return listen(s, (int)a[1]) < 0 ? cv_err(errno) : cv_val(0);
 }

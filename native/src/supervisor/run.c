@@ -66,6 +66,7 @@ CV_API cv_run *cv_run_new(const char *helper_path) {
     pthread_mutex_init(&r->pty_lock, NULL);
     atomic_init(&r->refs, 1);
     r->network = CV_NET_ALLOW;
+    r->listen = CV_LISTEN_LOOPBACK;
     return r;
 }
 
@@ -152,9 +153,10 @@ CV_API int cv_run_set_network(cv_run *r, int network) {
     return 0;
 }
 
-CV_API int cv_run_set_allow_listen(cv_run *r, int allow) {
+CV_API int cv_run_set_allow_listen(cv_run *r, int listen) {
     NOT_STARTED(r);
-    r->allow_listen = !!allow;
+    if (listen != CV_LISTEN_NONE && listen != CV_LISTEN_ANY && listen != CV_LISTEN_LOOPBACK) return CV_ERR_INVALID;
+    r->listen = listen;
     return 0;
 }
 

@@ -98,7 +98,7 @@ struct cv_run {
     int stdio[3];
     dev_t stdio_rdev[3]; /* terminal devices among the stdio fds (0: none) */
     int network;
-    int allow_listen;
+    int listen;               /* enum cv_listen */
     int ctty;                 /* the guest's session takes its stdin as controlling terminal */
     char *cgroup_procs[CV_MAX_CGROUPS]; /* cgroup.procs files the init joins (limits.c) */
     int ncgroup;

@@ -36,7 +36,11 @@ export const RUN_OPTIONS: readonly RunOption[] = [
     flags: "--no-network",
     help: "make AF_INET/AF_INET6 sockets fail (the sandbox's own unix sockets still work)",
   },
-  { flags: "--allow-listen", help: "allow bind/listen on AF_INET/AF_INET6 sockets" },
+  {
+    flags: "--allow-listen",
+    help: "let the guest bind inet ports and listen on any address (default: loopback only)",
+  },
+  { flags: "--no-listen", help: "let the guest bind no inet port and listen nowhere" },
   {
     flags: "--timeout <duration>",
     help: "kill the whole process tree after DURATION (500ms, 5s, 2m)",
@@ -172,7 +176,7 @@ export async function action(plan: RunPlan): Promise<number> {
       plan.argv,
       {
         network: plan.network,
-        allowListen: plan.allowListen,
+        listen: plan.listen,
         hide: plan.hide,
         expose: plan.expose,
         allowUnix: plan.allowUnix,
