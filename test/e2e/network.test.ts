@@ -166,6 +166,40 @@ gtest(
   },
 );
 
+gtest(
+  "a cloud's metadata range is refused, TCP and UDP, every address form; loopback still reached",
+  async () => {
+    const port = String(await freePort());
+    const md = "169.254.169.254";
+    const probes = await expectProbes(
+      [
+        { op: ["connect-inet", md, "80"], expect: "EACCES" },
+        { op: ["connect-inet", "169.254.1.1", "80"], expect: "EACCES" },
+        { op: ["connect-inet", "::ffff:169.254.169.254", "80"], expect: "EACCES" },
+        { op: ["connect-inet", "fd00:ec2::254", "80"], expect: "EACCES" },
+        { op: ["send-udp", md, "53", "sendto"], expect: "EACCES" },
+        // An AF_INET socket sends to an AF_UNSPEC address as AF_INET.
+        { op: ["send-udp", md, "53", "unspec"], expect: "EACCES" },
+        { op: ["send-udp", md, "53", "connect"], expect: "EACCES" },
+        { op: ["send-udp", md, "53", "v6sock"], expect: "EACCES" },
+        // The first message (to loopback) goes, the second is refused.
+        { op: ["send-udp", md, port, "sendmmsg"], expect: "SENT-1" },
+        { op: ["send-udp", "127.0.0.1", port, "sendto"], expect: "OK" },
+        { op: ["send-udp", "127.0.0.1", port, "unspec"], expect: "OK" },
+        { op: ["send-udp", "127.0.0.1", port, "connect"], expect: "OK" },
+      ],
+      "metadata range",
+      ["--json"],
+    );
+    const report = JSON.parse(probes.cli.err.trim().split("\n").at(-1) ?? "{}") as {
+      denials?: { syscall: string; target: string; why: string }[];
+    };
+    const denial = report.denials?.find((d) => d.target === `${md} port 80`);
+    assert.equal(denial?.syscall, "connect", show(probes.cli));
+    assert.match(denial?.why ?? "", /cloud metadata/);
+  },
+);
+
 gtest("--no-listen: no inet port is bound or listened on, loopback neither", async () => {
   const port = String(await freePort());
   await expectProbes(

@@ -11,10 +11,15 @@
  *    the kernel takes on that socket, AF_UNSPEC included) and listen follow the run's listen
  *    policy: by default only on a loopback address (listen looks at the address the socket is
  *    bound to, which cannot change once bound; an unbound one would take the any-address);
+ *  - inet destinations (connect, and the address of a send) in a cloud's metadata range are
+ *    refused: 169.254.0.0/16 (link-local, where every major cloud serves instance credentials)
+ *    and fd00:ec2::254, read as the kernel reads them on that socket (AF_UNSPEC on an AF_INET
+ *    socket's send is AF_INET; an AF_INET6 socket also takes AF_INET addresses);
  *  - a call that would block runs on a thread of its own (handlers/async.c). */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
@@ -412,6 +417,41 @@ static struct cv_reply do_listen(struct cv_notif *n) {
     return listen(s, (int)a[1]) < 0 ? cv_err(errno) : cv_val(0);
 }
 
+/* ---- inet destinations -------------------------------------------------------------------- */
+
+static int metadata_v4(const struct in_addr *a) { return (ntohl(a->s_addr) >> 16) == 0xa9fe; /* 169.254/16 */ }
+
+/* A destination the run refuses: -EACCES (and the denial noted), else 0. `send`: the address of a
+ * send, where the kernel reads AF_UNSPEC as AF_INET on an AF_INET socket (a connect with
+ * AF_UNSPEC dissolves the association instead). */
+static int inet_refused(struct cv_notif *n, int domain, const struct sockaddr_storage *ss, socklen_t len, int send) {
+    if (domain != AF_INET && domain != AF_INET6) return 0;
+    int fam = ss->ss_family;
+    if (domain == AF_INET && fam == AF_UNSPEC && send) fam = AF_INET;
+    char host[INET6_ADDRSTRLEN] = "";
+    in_port_t port = 0;
+    int refused = 0;
+    if (fam == AF_INET && len >= sizeof(struct sockaddr_in)) {
+        const struct sockaddr_in *in = (const struct sockaddr_in *)ss;
+        refused = metadata_v4(&in->sin_addr);
+        if (refused) inet_ntop(AF_INET, &in->sin_addr, host, sizeof host);
+        port = in->sin_port;
+    } else if (fam == AF_INET6 && domain == AF_INET6 && len >= sizeof(struct sockaddr_in6)) {
+        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)ss;
+        static const unsigned char ec2[16] = {0xfd, 0, 0x0e, 0xc2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x02, 0x54};
+        const struct in_addr *v4 = (const struct in_addr *)&in6->sin6_addr.s6_addr[12];
+        refused = !memcmp(in6->sin6_addr.s6_addr, ec2, 16) ||
+                  (IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr) && metadata_v4(v4));
+        if (refused) inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof host);
+        port = in6->sin6_port;
+    }
+    if (!refused) return 0;
+    char what[INET6_ADDRSTRLEN + 16];
+    snprintf(what, sizeof what, "%s port %u", host, (unsigned)ntohs(port));
+    cv_run_deny(n->run, n->req->data.nr, what, "a cloud metadata address (169.254.0.0/16, fd00:ec2::254)");
+    return -EACCES;
+}
+
 /* ---- connect ------------------------------------------------------------------------------ */
 
 struct connect_job {
@@ -467,7 +507,7 @@ static struct cv_reply do_connect(struct cv_notif *n) {
     int s = guest_socket(n, (int)a[0]);
     if (s < 0) return cv_err(-s);
     struct target t = {.obj = -1};
-    e = sock_domain(s) == AF_UNIX ? unix_target(n, &ss, len, &t) : 0;
+    e = sock_domain(s) == AF_UNIX ? unix_target(n, &ss, len, &t) : inet_refused(n, sock_domain(s), &ss, len, 0);
     if (t.obj < 0 && e == 0) {
         memcpy(&t.ss, &ss, len);
         t.len = len;
@@ -576,6 +616,8 @@ static int read_message(struct cv_notif *n, int s, const struct request *q, stru
         if (sock_domain(s) == AF_UNIX) {
             e = unix_target(n, &ss, q->namelen, &m->name);
             if (e < 0) return e;
+        } else if ((e = inet_refused(n, sock_domain(s), &ss, q->namelen, 1)) < 0) {
+            return e;
         }
         if (m->name.obj < 0) {
             memcpy(&m->name.ss, &ss, q->namelen);
