@@ -28,6 +28,7 @@ export {
 } from "./core/errors.js";
 export type {
   Denial,
+  ListenPolicy,
   OutputMode,
   RunOptions,
   RunResult,

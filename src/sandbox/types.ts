@@ -3,10 +3,10 @@ import type { Readable, Writable } from "node:stream";
 import type { LimitHit, Limits, LimitsReport } from "./limits.js";
 import type { HookError, SyscallHook } from "./syscall-hook.js";
 
-/** Options of a Sandbox, the defaults of each of its runs. */
 /** Where a guest may bind an inet port and listen. */
 export type ListenPolicy = "loopback" | "any" | "none";
 
+/** Options of a Sandbox, the defaults of each of its runs. */
 export interface SandboxOptions {
   /**
    * The name of a persistent sandbox: the guest's changes are kept under
