@@ -63,7 +63,8 @@ export function cgroupDir(mount: Mount, path: string): string | null {
 }
 
 /** The controllers a limit needs (the same names in v1 and v2). */
-export type Controller = "memory" | "pids" | "cpu";
+export const CONTROLLERS = ["memory", "pids", "cpu"] as const;
+export type Controller = (typeof CONTROLLERS)[number];
 
 /** This process's cgroup directory of a v1 controller, or null when it is not mounted. */
 export function v1Dir(
@@ -152,7 +153,7 @@ const words = (text: string | null): string[] => (text ?? "").split(/\s+/).filte
 /** The controllers the v2 hierarchy has at all (on a hybrid host, those not bound to v1). */
 export function v2Controllers(home: V2Home, fs: CgroupFs): Controller[] {
   const have = words(fs.read(join(home.root, "cgroup.controllers")));
-  return (["memory", "pids", "cpu"] as const).filter((c) => have.includes(c));
+  return CONTROLLERS.filter((c) => have.includes(c));
 }
 
 /** Where a run's v2 cgroup can go, or why nowhere. */
@@ -172,23 +173,24 @@ export function v2Parent(
   fs: CgroupFs,
   dry: boolean,
 ): V2Parent {
+  // Why each cgroup this user may write could not do; those it may not write go unsaid.
   const reasons: string[] = [];
-  let writable = 0;
   for (let dir = home.own; ; dir = dirname(dir)) {
     const why = v2Refusal(dir, wanted, fs, dry);
     if (why === null) return { dir };
-    if (why !== "not writable") writable++;
-    reasons.push(`${dir}: ${why}`);
+    if (why !== NOT_WRITABLE) reasons.push(`${dir}: ${why}`);
     if (dir === home.root || !dir.startsWith(`${home.root}/`)) break;
   }
-  if (writable === 0) {
+  if (reasons.length === 0) {
     const uid = process.getuid?.() ?? -1;
     return {
       why: `no cgroup at or above ${home.own} is writable by uid ${uid} (no delegated subtree; systemd-run --user --scope -p Delegate=yes gives one)`,
     };
   }
-  return { why: reasons.filter((r) => !r.endsWith("not writable")).join("; ") };
+  return { why: reasons.join("; ") };
 }
+
+const NOT_WRITABLE = "not writable";
 
 /** Why dir cannot take the run's cgroup as a child, or null when it can (it does, unless dry). */
 function v2Refusal(
@@ -197,7 +199,7 @@ function v2Refusal(
   fs: CgroupFs,
   dry: boolean,
 ): string | null {
-  if (!fs.writable(join(dir, "cgroup.procs"))) return "not writable";
+  if (!fs.writable(join(dir, "cgroup.procs"))) return NOT_WRITABLE;
   // No internal processes: below a cgroup that holds some (cvisor's own, say), a child takes no
   // process once a controller is on, and domain controllers do not go on at all. The hierarchy's
   // true root is exempt; it alone has no cgroup.type (a namespace's root has one).
@@ -278,7 +280,7 @@ export function openCgroups(
     const dir = join(parent.dir, name);
     if (fs.mkdir(dir) === null) {
       dirs.add(dir);
-      if (writeLimitsV2(dir, limits, fs)) {
+      if (writeLimitsV2(dir, inV2, limits, fs)) {
         for (const c of inV2) held.set(c, { dir, version: 2 });
         wanted = wanted.filter((c) => !inV2.includes(c));
       } else {
@@ -356,6 +358,12 @@ function readProcSelf(): { mountinfo: string; cgroup: string } {
 /** CPU time per period for a share of cores. */
 const quota = (cpus: number): number => Math.max(1000, Math.round(cpus * CFS_PERIOD_US));
 
+/** Writes one limit file of a cgroup: true when it took the value. */
+const limitSetter =
+  (dir: string, fs: CgroupFs) =>
+  (file: string, value: number | string): boolean =>
+    fs.write(join(dir, file), `${value}\n`) === null;
+
 /** Writes a v1 controller's limit; false when this user may not. */
 function writeLimitsV1(
   controller: Controller,
@@ -363,8 +371,7 @@ function writeLimitsV1(
   limits: ParsedLimits,
   fs: CgroupFs,
 ): boolean {
-  const set = (file: string, value: number | string): boolean =>
-    fs.write(join(dir, file), `${value}\n`) === null;
+  const set = limitSetter(dir, fs);
   if (controller === "memory" && limits.memoryBytes !== undefined) {
     if (!set("memory.limit_in_bytes", limits.memoryBytes)) return false;
     // No swap beyond it: memory+swap gets the same limit, where swap accounting is on.
@@ -380,19 +387,28 @@ function writeLimitsV1(
   return true;
 }
 
-/** Writes every limit the v2 cgroup holds; false when one cannot be. */
-function writeLimitsV2(dir: string, limits: ParsedLimits, fs: CgroupFs): boolean {
-  const set = (file: string, value: number | string): boolean =>
-    fs.write(join(dir, file), `${value}\n`) === null;
-  if (limits.memoryBytes !== undefined) {
+/** Writes the limits of the controllers the v2 cgroup holds; false when one cannot be. */
+function writeLimitsV2(
+  dir: string,
+  controllers: readonly Controller[],
+  limits: ParsedLimits,
+  fs: CgroupFs,
+): boolean {
+  const set = limitSetter(dir, fs);
+  const has = (c: Controller): boolean => controllers.includes(c);
+  if (has("memory") && limits.memoryBytes !== undefined) {
     if (!set("memory.max", limits.memoryBytes)) return false;
     // No swap beyond it (v2 counts swap apart), and an OOM takes the whole tree at once, as the
     // v1 path's OOM watch does (the run then ends with it).
     if (existsSync(join(dir, "memory.swap.max")) && !set("memory.swap.max", 0)) return false;
     if (existsSync(join(dir, "memory.oom.group")) && !set("memory.oom.group", 1)) return false;
   }
-  if (limits.pids !== undefined && !set("pids.max", limits.pids)) return false;
-  if (limits.cpus !== undefined && !set("cpu.max", `${quota(limits.cpus)} ${CFS_PERIOD_US}`)) {
+  if (has("pids") && limits.pids !== undefined && !set("pids.max", limits.pids)) return false;
+  if (
+    has("cpu") &&
+    limits.cpus !== undefined &&
+    !set("cpu.max", `${quota(limits.cpus)} ${CFS_PERIOD_US}`)
+  ) {
     return false;
   }
   return true;

@@ -1,11 +1,12 @@
 // The checks of `cvisor doctor`: each turns a real try (the native probe, a mkdir in a
 // cgroup, a write in the state directory) into a status with a one-line fix.
-import { accessSync, constants, lstatSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { accessSync, constants, lstatSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { errnoName, type ProbeResult } from "../core/native.js";
 import { CREDENTIAL_STORES, credentialPaths } from "../paths.js";
 import { makeDirs } from "../store/make-dirs.js";
 import {
+  CONTROLLERS,
   parseMountinfo,
   parseProcCgroup,
   realCgroupFs,
@@ -243,8 +244,6 @@ export function cgroupChecks(mountinfo: string, procCgroup: string, fs: CgroupFs
   return [v2Check, cgroupV1Check(v1, v2), limitsCheck(v1, v2)];
 }
 
-const CONTROLLERS = ["memory", "pids", "cpu"] as const;
-
 /** The v2 hierarchy: this process's place in it, its controllers, where runs' cgroups go. */
 interface V2Results {
   home: V2Home | null;
@@ -392,13 +391,7 @@ function limitsCheck(v1: V1Results, v2: V2Results): Check {
 
 /** The cgroup checks on this machine. */
 export function hostCgroupChecks(): Check[] {
-  const read = (file: string): string => {
-    try {
-      return readFileSync(file, "utf8");
-    } catch {
-      return "";
-    }
-  };
+  const read = (file: string): string => realCgroupFs.read(file) ?? "";
   return cgroupChecks(read("/proc/self/mountinfo"), read("/proc/self/cgroup"), realCgroupFs);
 }
 

@@ -2,7 +2,13 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { UsageError } from "../../src/core/errors.js";
-import { parseMountinfo, parseProcCgroup, v1Dir } from "../../src/sandbox/cgroups.js";
+import {
+  openCgroups,
+  parseMountinfo,
+  parseProcCgroup,
+  v1Dir,
+  type CgroupFs,
+} from "../../src/sandbox/cgroups.js";
 import {
   memoryText,
   parseCpus,
@@ -75,4 +81,51 @@ test("each controller's directory is this process's own cgroup in its v1 mount",
   // The mount's root is a subtree: the path is taken relative to it.
   assert.equal(v1Dir("pids", mounts, paths), "/sys/fs/cgroup/pids/job");
   assert.equal(v1Dir("memory", [], paths), null);
+});
+
+test("a hybrid host: v2 holds the controllers it has, v1 the others, each limit written once", () => {
+  const v2 = "/sys/fs/cgroup/unified";
+  const files: Record<string, string> = {
+    [`${v2}/cgroup.controllers`]: "pids\n",
+    [`${v2}/job/cgroup.controllers`]: "pids\n",
+    [`${v2}/job/cgroup.subtree_control`]: "pids\n",
+    [`${v2}/job/cgroup.type`]: "domain\n",
+  };
+  const written: string[] = [];
+  // As cgroupfs does: a controller's files exist only where it is on (pids in v2, memory in v1).
+  const fs: CgroupFs = {
+    read: (file) => files[file] ?? null,
+    write: (file) => {
+      const base = file.slice(file.lastIndexOf("/") + 1);
+      const inV2 = file.startsWith(`${v2}/`);
+      if (base.startsWith(inV2 ? "memory." : "pids.")) return "ENOENT";
+      written.push(file);
+      return null;
+    },
+    mkdir: () => null,
+    rmdir: () => null,
+    writable: () => true,
+  };
+  const procSelf = {
+    mountinfo: [
+      `26 25 0:23 / ${v2} rw - cgroup2 cgroup2 rw`,
+      "27 25 0:24 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory",
+    ].join("\n"),
+    cgroup: "5:memory:/job\n0::/job/shell.scope\n",
+  };
+  const made = openCgroups({ memoryBytes: 64 << 20, pids: 32 }, procSelf, fs);
+  const name = `cvisor-${process.pid}-`;
+  assert.equal(made.unheld, undefined);
+  assert.deepEqual(
+    made.procs.map((p) => p.replace(/cvisor-\d+-\d+/, "RUN")),
+    [`${v2}/job/RUN/cgroup.procs`, "/sys/fs/cgroup/memory/job/RUN/cgroup.procs"],
+  );
+  assert.ok(made.procs.every((p) => p.includes(name)));
+  const report = made.report();
+  assert.equal(report.pids?.mechanism, "cgroup-v2");
+  assert.equal(report.memory?.mechanism, "cgroup-v1");
+  assert.deepEqual(
+    written.map((w) => w.replace(/cvisor-\d+-\d+/, "RUN")),
+    [`${v2}/job/RUN/pids.max`, "/sys/fs/cgroup/memory/job/RUN/memory.limit_in_bytes"],
+  );
 });

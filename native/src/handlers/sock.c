@@ -10,7 +10,7 @@
  *  - inet: the filter's network policy made the socket; a bind to a port (any address family
  *    the kernel takes on that socket, AF_UNSPEC included) and listen follow the run's listen
  *    policy: by default only on a loopback address (listen looks at the address the socket is
- *    bound to, which cannot change once bound; an unbound one would take the any-address);
+ *    bound to; an unbound one would take the any-address);
  *  - inet destinations (connect, and the address of a send) in a cloud's metadata range are
  *    refused: 169.254.0.0/16 (link-local, where every major cloud serves instance credentials)
  *    and fd00:ec2::254, read as the kernel reads them on that socket (AF_UNSPEC on an AF_INET
@@ -344,19 +344,33 @@ static struct cv_reply bind_path(struct cv_notif *n, int s, const struct sockadd
     return out;
 }
 
-/* An inet address the listen policy lets a guest bind a port on or listen at. The address is
- * read by the socket's family, as the kernel reads it (AF_UNSPEC on an AF_INET socket is AF_INET). */
+/* An inet address as the kernel reads it on a socket of `domain`: 4 (*v4 set), 6 (*v6 set), or 0
+ * (none it would use). A v4-mapped IPv6 address is its IPv4 one; an AF_INET6 socket also takes
+ * AF_INET addresses. `unspec`: AF_UNSPEC reads as AF_INET on an AF_INET socket (bind and send; a
+ * connect with it dissolves the association instead). */
+static int inet_read(int domain, const struct sockaddr_storage *ss, socklen_t len, int unspec, struct in_addr *v4,
+                     struct in6_addr *v6) {
+    int fam = ss->ss_family;
+    if (domain == AF_INET && fam == AF_UNSPEC && unspec) fam = AF_INET;
+    if ((domain == AF_INET || domain == AF_INET6) && fam == AF_INET && len >= sizeof(struct sockaddr_in)) {
+        *v4 = ((const struct sockaddr_in *)ss)->sin_addr;
+        return 4;
+    }
+    if (domain != AF_INET6 || fam != AF_INET6 || len < sizeof(struct sockaddr_in6)) return 0;
+    *v6 = ((const struct sockaddr_in6 *)ss)->sin6_addr;
+    if (!IN6_IS_ADDR_V4MAPPED(v6)) return 6;
+    memcpy(v4, &v6->s6_addr[12], sizeof *v4);
+    return 4;
+}
+
+/* An inet address the listen policy lets a guest bind a port on or listen at. */
 static int listen_allowed(const struct cv_run *r, int domain, const struct sockaddr_storage *ss, socklen_t len) {
     if (r->listen == CV_LISTEN_ANY) return 1;
     if (r->listen != CV_LISTEN_LOOPBACK) return 0;
-    if (domain == AF_INET) {
-        const struct sockaddr_in *in = (const struct sockaddr_in *)ss;
-        return len >= sizeof *in && (ntohl(in->sin_addr.s_addr) >> 24) == 127;
-    }
-    const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)ss;
-    if (domain != AF_INET6 || ss->ss_family != AF_INET6 || len < sizeof *in6) return 0;
-    if (IN6_IS_ADDR_LOOPBACK(&in6->sin6_addr)) return 1;
-    return IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr) && in6->sin6_addr.s6_addr[12] == 127;
+    struct in_addr v4;
+    struct in6_addr v6;
+    int k = inet_read(domain, ss, len, 1, &v4, &v6);
+    return k == 4 ? (ntohl(v4.s_addr) >> 24) == 127 : k == 6 && IN6_IS_ADDR_LOOPBACK(&v6);
 }
 
 static const char *listen_rule(const struct cv_run *r) {
@@ -404,7 +418,10 @@ static struct cv_reply do_listen(struct cv_notif *n) {
     if (s < 0) return cv_err(-s);
     int domain = sock_domain(s);
     if (domain == AF_INET || domain == AF_INET6) {
-        /* Where it is bound (port 0: not bound yet, and listen would take the any-address). */
+        /* Where it is bound (port 0: not bound yet, and listen would take the any-address). An
+         * address only a connect gave it is reset by a disconnect (connect with AF_UNSPEC), but
+         * that connect is notified and answered by this same thread: not between here and the
+         * listen below. */
         struct sockaddr_storage ss;
         socklen_t len = sizeof ss;
         memset(&ss, 0, sizeof ss);
@@ -422,30 +439,17 @@ static struct cv_reply do_listen(struct cv_notif *n) {
 static int metadata_v4(const struct in_addr *a) { return (ntohl(a->s_addr) >> 16) == 0xa9fe; /* 169.254/16 */ }
 
 /* A destination the run refuses: -EACCES (and the denial noted), else 0. `send`: the address of a
- * send, where the kernel reads AF_UNSPEC as AF_INET on an AF_INET socket (a connect with
- * AF_UNSPEC dissolves the association instead). */
+ * send (see inet_read for AF_UNSPEC). */
 static int inet_refused(struct cv_notif *n, int domain, const struct sockaddr_storage *ss, socklen_t len, int send) {
-    if (domain != AF_INET && domain != AF_INET6) return 0;
-    int fam = ss->ss_family;
-    if (domain == AF_INET && fam == AF_UNSPEC && send) fam = AF_INET;
+    static const unsigned char ec2[16] = {0xfd, 0, 0x0e, 0xc2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x02, 0x54};
+    struct in_addr v4;
+    struct in6_addr v6;
+    int k = inet_read(domain, ss, len, send, &v4, &v6);
+    if (k == 4 ? !metadata_v4(&v4) : k != 6 || memcmp(v6.s6_addr, ec2, sizeof ec2)) return 0;
     char host[INET6_ADDRSTRLEN] = "";
-    in_port_t port = 0;
-    int refused = 0;
-    if (fam == AF_INET && len >= sizeof(struct sockaddr_in)) {
-        const struct sockaddr_in *in = (const struct sockaddr_in *)ss;
-        refused = metadata_v4(&in->sin_addr);
-        if (refused) inet_ntop(AF_INET, &in->sin_addr, host, sizeof host);
-        port = in->sin_port;
-    } else if (fam == AF_INET6 && domain == AF_INET6 && len >= sizeof(struct sockaddr_in6)) {
-        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)ss;
-        static const unsigned char ec2[16] = {0xfd, 0, 0x0e, 0xc2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x02, 0x54};
-        const struct in_addr *v4 = (const struct in_addr *)&in6->sin6_addr.s6_addr[12];
-        refused = !memcmp(in6->sin6_addr.s6_addr, ec2, 16) ||
-                  (IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr) && metadata_v4(v4));
-        if (refused) inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof host);
-        port = in6->sin6_port;
-    }
-    if (!refused) return 0;
+    inet_ntop(k == 4 ? AF_INET : AF_INET6, k == 4 ? (const void *)&v4 : (const void *)&v6, host, sizeof host);
+    in_port_t port; /* at the same place in both */
+    memcpy(&port, (const char *)ss + 2, sizeof port);
     char what[INET6_ADDRSTRLEN + 16];
     snprintf(what, sizeof what, "%s port %u", host, (unsigned)ntohs(port));
     cv_run_deny(n->run, n->req->data.nr, what, "a cloud metadata address (169.254.0.0/16, fd00:ec2::254)");
