@@ -38,6 +38,7 @@ export type {
   SpawnOptions,
 } from "./sandbox/types.js";
 export type { LimitReport, Limits, LimitsReport } from "./sandbox/limits.js";
+export type { NetworkMode } from "./sandbox/net-policy.js";
 export type { Change } from "./sandbox/changes.js";
 export type { CopyFilesOptions, CopyReport, Skipped } from "./sandbox/copy.js";
 export type { ExportOptions, ExportSummary } from "./sandbox/export-file.js";

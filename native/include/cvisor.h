@@ -29,7 +29,7 @@
 extern "C" {
 #endif
 
-#define CV_ABI_VERSION 8
+#define CV_ABI_VERSION 9
 
 #define CV_API __attribute__((visibility("default")))
 
@@ -52,6 +52,7 @@ enum cv_error {
 enum cv_network {
     CV_NET_ALLOW = 0,  /* AF_INET/AF_INET6 allowed (listening: enum cv_listen) */
     CV_NET_DENY = 1,   /* AF_INET/AF_INET6 sockets fail with EACCES in BPF */
+    CV_NET_LIST = 2,   /* inet destinations only where a cv_run_add_net_rule allows */
 };
 
 /* Where a guest may bind an inet port and listen (the default: loopback). */
@@ -103,6 +104,12 @@ CV_API int cv_run_add_hidden_list(cv_run *r, const char *paths, size_t len);
 CV_API int cv_run_set_stdio(cv_run *r, int in_fd, int out_fd, int err_fd);
 CV_API int cv_run_set_network(cv_run *r, int network /* enum cv_network */);
 CV_API int cv_run_set_allow_listen(cv_run *r, int listen /* enum cv_listen */);
+/* An inet destination a guest may connect and send to: an address (IPv4 or IPv6 text, a
+ * v4-mapped one is its IPv4 address), the leading bits that must match (0..32 or 0..128), and a
+ * port range (0..65535, lo <= hi). CV_NET_LIST: the only destinations allowed; CV_NET_ALLOW:
+ * what is allowed in the cloud metadata range (169.254.0.0/16, fd00:ec2::254), refused by
+ * default. Repeatable. */
+CV_API int cv_run_add_net_rule(cv_run *r, const char *addr, int prefix, int port_lo, int port_hi);
 /* A host unix socket (absolute path) the guest may connect and send to. Repeatable. Without
  * one, host unix sockets are refused (EACCES); sockets made in the sandbox always work. */
 CV_API int cv_run_allow_unix(cv_run *r, const char *path);
@@ -223,6 +230,11 @@ typedef struct cv_probe_result {
     int32_t pad_;
 } cv_probe_result;
 CV_API int cv_probe(const char *helper_path, cv_probe_result *out);
+
+/* The addresses a host name resolves to on this host (getaddrinfo: /etc/hosts, DNS, as the
+ * host's NSS says), as text, one per line, into out (len bytes, NUL-terminated): how many, or
+ * -1 when the name does not resolve (out then holds gai_strerror's sentence). */
+CV_API int cv_resolve_host(const char *name, char *out, size_t len);
 
 /* Name of an error code, e.g. "CV_ERR_HELPER"; a sentence for -errno values. */
 CV_API const char *cv_strerror(int err);

@@ -38,12 +38,29 @@ export function runMessage(
  * a host unix socket (an ssh-agent, Docker, D-Bus) the guest tried to reach.
  */
 export function denialHints(denials: readonly Denial[]): string[] {
-  return denials
+  const unix = denials
     .filter((d) => d.why.startsWith("host unix socket"))
     .map(
       (d) =>
         `refused ${d.syscall} to host unix socket ${d.target} (--allow-unix ${d.target} lets it through)`,
     );
+  // Inet destinations: one line per host, its ports together.
+  const hosts = new Map<string, { why: string; calls: Set<string>; ports: Set<string> }>();
+  for (const d of denials) {
+    const m = /^(\S+) port (\d+)$/.exec(d.target);
+    if (!m || !/--allow-net/.test(d.why)) continue;
+    const [, host = "", port = ""] = m;
+    const seen = hosts.get(host) ?? { why: d.why, calls: new Set(), ports: new Set() };
+    seen.calls.add(d.syscall);
+    seen.ports.add(port);
+    hosts.set(host, seen);
+  }
+  const inet = [...hosts].map(([host, { why, calls, ports }]) => {
+    const list = [...ports];
+    const rule = host.includes(":") ? `[${host}]:${list[0]}` : `${host}:${list[0]}`;
+    return `refused ${[...calls].join("/")} to ${host} port${list.length > 1 ? "s" : ""} ${list.join(", ")}: ${why} (--allow-net ${rule} lets it through)`;
+  });
+  return [...unix, ...inet];
 }
 
 /** The --json run report: one line for stderr. */

@@ -15,7 +15,7 @@ export function fastParse(
 ): Plan | null {
   const sep = separatorIndex(args);
   const own = sep < 0 ? args : args.slice(0, sep);
-  const opts: Record<string, unknown> = { network: true };
+  const opts: Record<string, unknown> = {};
   for (let i = 0; i < own.length; i++) {
     const arg = own[i] ?? "";
     const eq = arg.startsWith("--") ? arg.indexOf("=") : -1;

@@ -3,6 +3,7 @@
 import { CvisorError } from "../core/errors.js";
 import { parseDuration } from "../sandbox/duration.js";
 import { parseLimits, type ParsedLimits } from "../sandbox/limits.js";
+import { parseAddHost, parseAllowRule, type NetworkMode } from "../sandbox/net-policy.js";
 import type { ListenPolicy } from "../sandbox/types.js";
 import { validateSandboxName } from "../store/sandboxes.js";
 import { EXIT_CVISOR } from "./exit-codes.js";
@@ -16,7 +17,11 @@ export interface RunPlan {
   shell: boolean;
   /** The -e additions (already resolved against the host for `-e KEY`). */
   env: Record<string, string>;
-  network: boolean;
+  /** --network (--no-network: "none"); unset: host, or an allow-list with --allow-net. */
+  network?: NetworkMode;
+  /** --allow-net rules and --add-host entries (checked). */
+  allowNet: string[];
+  addHosts: string[];
   listen: ListenPolicy;
   /** 0: no deadline. */
   timeoutMs: number;
@@ -104,7 +109,10 @@ export function separatorIndex(args: readonly string[]): number {
 /** cvisor's own options, as commander (or the fast path) collects them. */
 export interface RootOptions {
   env?: string[];
-  network: boolean;
+  /** --network MODE, or false for --no-network. */
+  network?: string | boolean;
+  allowNet?: string[];
+  addHost?: string[];
   allowListen?: boolean;
   /** false: --no-listen. */
   listen?: boolean;
@@ -178,13 +186,32 @@ export function buildRunPlan(
   if (opts.allowListen && opts.listen === false) {
     return usageError("--allow-listen and --no-listen cannot be used together");
   }
+  const network =
+    opts.network === false ? "none" : opts.network === true ? undefined : opts.network;
+  if (network !== undefined && network !== "host" && network !== "none") {
+    return usageError(`invalid --network mode '${network}': use host or none`);
+  }
+  const allowNet = opts.allowNet ?? [];
+  const addHosts = opts.addHost ?? [];
+  try {
+    allowNet.forEach(parseAllowRule);
+    addHosts.forEach(parseAddHost);
+  } catch (err) {
+    if (err instanceof CvisorError) return usageError(err.message);
+    throw err;
+  }
+  if (network === "none" && allowNet.length > 0) {
+    return usageError("--allow-net needs the network: it cannot go with --network none");
+  }
   const shell = command.length === 0;
   const plan: RunPlan = {
     kind: "run",
     argv: shell ? [hostEnv.SHELL || "/bin/sh"] : [...command],
     shell,
     env,
-    network: opts.network,
+    ...(network !== undefined ? { network } : {}),
+    allowNet,
+    addHosts,
     listen: opts.allowListen ? "any" : opts.listen === false ? "none" : "loopback",
     timeoutMs,
     json: Boolean(opts.json),

@@ -7,10 +7,21 @@ import type * as Koffi from "koffi";
 import { coreError, cvErrorName, CV_ERROR, SetupError, UsageError } from "./errors.js";
 
 /** CV_ABI_VERSION of the header this binding was written against. */
-export const ABI_VERSION = 8;
+export const ABI_VERSION = 9;
 
 /** enum cv_listen. */
 const LISTEN = { none: 0, any: 1, loopback: 2 } as const;
+/** enum cv_network. */
+const NETWORK = { host: 0, none: 1, "allow-list": 2 } as const;
+
+/** An inet destination a run allows (cv_run_add_net_rule): an address prefix and a port range. */
+export interface NetRule {
+  /** IPv4 or IPv6 text. */
+  addr: string;
+  prefix: number;
+  portLo: number;
+  portHi: number;
+}
 
 /** enum cv_run_state: how a run ended. */
 export const RUN_STATE = { EXITED: 1, SIGNALED: 2, EXEC_FAILED: 3, FAILED: 4 } as const;
@@ -24,7 +35,12 @@ export interface RunSpec {
   cwd?: string | undefined;
   /** Fds of this process for the guest's 0, 1, 2; -1 is /dev/null. */
   stdio: readonly [number, number, number];
-  network: boolean;
+  /**
+   * "host": every inet destination but the cloud metadata range (unless netRules name it);
+   * "none": no inet sockets; "allow-list": only the destinations netRules allow.
+   */
+  network: keyof typeof NETWORK;
+  netRules?: readonly NetRule[] | undefined;
   /** Where inet ports may be bound and listened on (enum cv_listen). */
   listen: "loopback" | "any" | "none";
   /** 0: no deadline. */
@@ -127,6 +143,8 @@ interface Binding {
   signal: Fn<[Ptr, number], number>;
   getResult: Fn<[Ptr, Record<string, unknown>], number>;
   statsJson: Fn<[Ptr, Buffer, number], number>;
+  addNetRule: Fn<[Ptr, string, number, number, number], number>;
+  resolveHost: Fn<[string, Buffer, number], number>;
   denialsJson: Fn<[Ptr, Buffer, number], number>;
   allowUnix: Fn<[Ptr, string], number>;
   setHook: Fn<[Ptr, Int32Array, number, number], number>;
@@ -378,6 +396,8 @@ const PROTOTYPES: Record<keyof Binding, string> = {
   signal: "int cv_run_signal(cv_run *r, int sig)",
   getResult: "int cv_run_get_result(cv_run *r, _Out_ cv_run_result *out)",
   statsJson: "int cv_run_stats_json(cv_run *r, char *buf, size_t len)",
+  addNetRule: "int cv_run_add_net_rule(cv_run *r, const char *addr, int prefix, int lo, int hi)",
+  resolveHost: "int cv_resolve_host(const char *name, char *out, size_t len)",
   denialsJson: "int cv_run_denials_json(cv_run *r, char *buf, size_t len)",
   allowUnix: "int cv_run_allow_unix(cv_run *r, const char *path)",
   setHook: "int cv_run_set_hook(cv_run *r, const int32_t *nrs, size_t n, int fd)",
@@ -526,7 +546,11 @@ export function createRun(spec: RunSpec): NativeRun {
     for (const kv of spec.env) check(b.addEnv(ptr, kv), "environment");
     if (spec.cwd !== undefined) check(b.setCwd(ptr, spec.cwd), `working directory ${spec.cwd}`);
     check(b.setStdio(ptr, spec.stdio[0], spec.stdio[1], spec.stdio[2]), "stdio");
-    check(b.setNetwork(ptr, spec.network ? 0 : 1), "network policy");
+    check(b.setNetwork(ptr, NETWORK[spec.network]), "network policy");
+    for (const r of spec.netRules ?? []) {
+      const what = `--allow-net ${r.addr}/${r.prefix}:${r.portLo}-${r.portHi}`;
+      check(b.addNetRule(ptr, r.addr, r.prefix, r.portLo, r.portHi), what);
+    }
     check(b.setAllowListen(ptr, LISTEN[spec.listen]), "listen policy");
     check(b.setTimeoutMs(ptr, spec.timeoutMs), "timeout");
     if (spec.hide.length > 0) {
@@ -641,6 +665,18 @@ export function watchedLimits(run: NativeRun): WatchedLimits {
 let statsBuffer: Buffer | undefined;
 
 /** cv_run_stats_json, parsed: notifications per syscall name. */
+/**
+ * The addresses a host name resolves to on this host (getaddrinfo: /etc/hosts and DNS as its
+ * NSS says), or the resolver's sentence why not. Blocks until the resolver answers.
+ */
+export function resolveHost(name: string): { addrs: string[] } | { error: string } {
+  const buf = Buffer.alloc(8192);
+  const n = lib().resolveHost(name, buf, buf.length);
+  const text = buf.toString("utf8", 0, buf.indexOf(0));
+  if (n < 0) return { error: text };
+  return { addrs: [...new Set(text.split("\n").filter((a) => a !== ""))] };
+}
+
 export function statsJson(run: NativeRun): Record<string, number> {
   let buf = (statsBuffer ??= Buffer.allocUnsafe(64 * 1024));
   for (;;) {

@@ -9,6 +9,7 @@ import { parseDuration } from "./duration.js";
 import { buildEnv, envStrings, SANDBOX_ENV } from "./env.js";
 import { runFailure } from "./result.js";
 import { parseLimits, type LimitsReport, type ParsedLimits } from "./limits.js";
+import { planNetwork, writeHostsLayer } from "./net-policy.js";
 import type { SandboxLayer } from "./open-layer.js";
 import type { ListenPolicy, RunOptions, SandboxOptions } from "./types.js";
 
@@ -36,17 +37,27 @@ export type PlannedRun = Omit<native.RunSpec, "stdio"> & { limits?: ParsedLimits
 
 /**
  * What createRun needs but the stdio: argv under a sandbox's options and a run's overrides, in
- * the sandbox layer (./open-layer.ts) whose name the guest sees and whose upper it writes.
+ * the sandbox layer (./open-layer.ts) whose name the guest sees and whose upper it writes. A
+ * run whose guest must find names in its /etc/hosts gets a layer holding it above the others,
+ * made in `layer.scratch()` (closeLayer removes it).
  */
 export function runSpec(
   argv: readonly string[],
   o: Readonly<SandboxOptions>,
   options: RunOptions,
   layer: Pick<SandboxLayer, "name" | "upper" | "work" | "storage"> &
-    Partial<Pick<SandboxLayer, "lowers">>,
+    Partial<Pick<SandboxLayer, "lowers" | "scratch">>,
 ): PlannedRun {
   checkArgv(argv);
   const limits = parseLimits(o.limits, options.limits);
+  const net = planNetwork(o, options, native.resolveHost);
+  let lowers = layer.lowers ?? [];
+  if (net.hosts.size > 0) {
+    if (!layer.scratch) throw new UsageError("names for /etc/hosts need a run's layer");
+    const dir = layer.scratch();
+    writeHostsLayer(dir, net.hosts);
+    lowers = [dir, ...lowers];
+  }
   const timeout = options.timeout ?? o.timeout;
   const cwd = options.cwd ?? o.cwd;
   return {
@@ -54,14 +65,15 @@ export function runSpec(
     argv,
     env: envStrings(buildEnv(process.env, { [SANDBOX_ENV]: layer.name }, o.env, options.env)),
     cwd: cwd === undefined ? undefined : resolvePath(cwd),
-    network: options.network ?? o.network ?? true,
+    network: net.network,
+    netRules: net.netRules,
     listen: listenPolicy(options) ?? listenPolicy(o) ?? "loopback",
     timeoutMs: timeout === undefined ? 0 : parseDuration(timeout),
     hide: hiddenPaths(o, options, layer.storage),
     allowUnix: [...(o.allowUnix ?? []), ...(options.allowUnix ?? [])].map((p) => resolvePath(p)),
     hostname: layer.name,
     upper: { upper: layer.upper, work: layer.work },
-    ...(layer.lowers && layer.lowers.length > 0 ? { lowers: layer.lowers } : {}),
+    ...(lowers.length > 0 ? { lowers } : {}),
     ...(limits ? { limits } : {}),
   };
 }

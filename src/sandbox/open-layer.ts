@@ -1,7 +1,7 @@
 // What a run, or a command that uses a named sandbox as a run does (cp, cache save/restore of
 // sb:), opens: the sandbox's layers, with its run record made and what killed operations left
 // settled first. The store itself is ../store/.
-import { existsSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync, rmSync } from "node:fs";
 import { NotFoundError, StoreError } from "../core/errors.js";
 import { ephemeralRootCandidates } from "../paths.js";
 import { settleJournal } from "../store/journal.js";
@@ -38,6 +38,13 @@ export interface SandboxLayer {
   storage: string[];
   named?: NamedSandbox;
   ephemeral?: EphemeralSandbox;
+  /**
+   * A new empty directory for this run alone (hidden from its guest as the ephemeral sandboxes
+   * are, removed by closeLayer, or swept after a crash as they are).
+   */
+  scratch(): string;
+  /** What scratch() made. */
+  scratches: EphemeralSandbox[];
 }
 
 /**
@@ -72,6 +79,7 @@ export function openLayer(name?: string, env: NodeJS.ProcessEnv = process.env): 
       lowers,
       storage: [...roots.map((root) => `${root}/ephemeral`), sandboxesDir(env), layersDir(env)],
       named,
+      ...scratchOf(env),
     };
   }
   const ephemeral = openEphemeral(env);
@@ -82,7 +90,21 @@ export function openLayer(name?: string, env: NodeJS.ProcessEnv = process.env): 
     lowers: [],
     storage: [`${ephemeral.root}/ephemeral`, sandboxesDir(env), layersDir(env)],
     ephemeral,
+    ...scratchOf(env),
   };
+}
+
+/** The scratch() of a layer: directories made as ephemeral sandboxes are, and swept as them. */
+function scratchOf(env: NodeJS.ProcessEnv): Pick<SandboxLayer, "scratch" | "scratches"> {
+  const scratches: EphemeralSandbox[] = [];
+  const scratch = (): string => {
+    const sb = openEphemeral(env);
+    scratches.push(sb);
+    mkdirSync(sb.dir, 0o700);
+    mkdirSync(sb.upper, 0o755);
+    return sb.upper;
+  };
+  return { scratch, scratches };
 }
 
 /** A named sandbox in use by a command that is not a run (cp): release() when done. */
@@ -153,6 +175,7 @@ function namedLowers(dir: string, name: string, env: NodeJS.ProcessEnv): string[
 /** Ends a run's layer: an ephemeral sandbox is removed, a named one's lastRun set. Never throws. */
 export function closeLayer(layer: SandboxLayer): void {
   if (layer.ephemeral) closeEphemeral(layer.ephemeral);
+  for (const sb of layer.scratches.splice(0)) closeEphemeral(sb);
   if (layer.named) {
     // lastRun first, while the run record still keeps snapshots out: a snapshot's meta.json
     // written between our read and our rename would be lost.

@@ -1,6 +1,7 @@
 // The public shapes of the library API: what a Sandbox takes and what a run resolves to.
 import type { Readable, Writable } from "node:stream";
 import type { LimitHit, Limits, LimitsReport } from "./limits.js";
+import type { NetworkMode } from "./net-policy.js";
 import type { HookError, SyscallHook } from "./syscall-hook.js";
 
 /** Where a guest may bind an inet port and listen. */
@@ -16,8 +17,21 @@ export interface SandboxOptions {
    * ("cvisor" for ephemeral runs).
    */
   sandbox?: string;
-  /** AF_INET/AF_INET6 sockets allowed (default true); AF_UNIX always works. */
-  network?: boolean;
+  /**
+   * "host" (or true): inet sockets reach what the host reaches, but a cloud's metadata range
+   * (169.254.0.0/16, fd00:ec2::254) unless `allowNet` names it; "none" (or false): AF_INET/AF_INET6
+   * sockets fail (AF_UNIX always works). Left out with `allowNet` given: only what it allows.
+   */
+  network?: boolean | NetworkMode;
+  /**
+   * The inet destinations a guest may connect and send to (TCP and UDP): "host[:port]",
+   * "IP[/prefix][:port]", "[IPv6][/prefix][:port]", a port or a range "8000-8100"; a host name
+   * is allowed by the addresses it resolves to on this host when the run starts (its guest finds
+   * them in its /etc/hosts). Loopback and link-local addresses only when a rule names them.
+   */
+  allowNet?: readonly string[];
+  /** Names the guest's /etc/hosts adds, as docker's --add-host: "name:ip" or "name=ip". */
+  addHosts?: readonly string[];
   /**
    * Where a guest may bind an inet port and listen: "loopback" (the default: 127.0.0.0/8 and
    * ::1), "any", or "none".
@@ -63,7 +77,11 @@ export interface RunOptions {
   env?: Record<string, string | undefined>;
   cwd?: string;
   timeout?: number | string;
-  network?: boolean;
+  network?: boolean | NetworkMode;
+  /** Added to the Sandbox's allowNet list. */
+  allowNet?: readonly string[];
+  /** Added to the Sandbox's addHosts list. */
+  addHosts?: readonly string[];
   listen?: ListenPolicy;
   allowListen?: boolean;
   /** Added to the Sandbox's allowUnix list. */

@@ -1,11 +1,14 @@
 // Network policy from a real guest: a loopback TCP server started by the test is reachable by
 // default and unreachable with --no-network (socket() fails with EACCES, the server sees no
 // connection); inet ports are bound and listened on loopback addresses only, unless
-// --allow-listen (any address) or --no-listen (none); AF_UNIX always works.
+// --allow-listen (any address) or --no-listen (none); AF_UNIX always works. With --allow-net
+// rules only what they allow is reached, by address or by a name the guest finds in its
+// /etc/hosts, and a thread flipping the address after the check never gets through.
 import assert from "node:assert/strict";
 import net from "node:net";
 import { Sandbox } from "../../src/index.js";
-import { prober } from "../helpers/cc.js";
+import dgram from "node:dgram";
+import { netracer, prober, RACE_ROUNDS, RACE_TIMEOUT } from "../helpers/cc.js";
 import { gtest } from "../helpers/guard.js";
 import { expectProbes, FAILED, type ProbeCase } from "../helpers/probe.js";
 import { cvisor, show, sleep, uniqueToken } from "../helpers/repo.js";
@@ -263,5 +266,260 @@ gtest("library: network, listen and allowListen map to the same policies", async
     await assert.rejects(new Sandbox(bad).run(loopback), /invalid listen policy everywhere/);
   } finally {
     await v4.close();
+  }
+});
+
+/** A loopback UDP socket counting the datagrams it gets. */
+function startUdp(): Promise<{ port: number; received: () => number; close: () => void }> {
+  const sock = dgram.createSocket("udp4");
+  let count = 0;
+  sock.on("message", () => count++);
+  return new Promise((resolve, reject) => {
+    sock.once("error", reject);
+    sock.bind(0, "127.0.0.1", () => {
+      resolve({ port: sock.address().port, received: () => count, close: () => sock.close() });
+    });
+  });
+}
+
+gtest(
+  "--allow-net: only the destinations a rule allows, TCP and UDP; loopback only when a rule names it",
+  async () => {
+    const a = await startServer("127.0.0.1");
+    const b = await startServer("127.0.0.1");
+    try {
+      const [A, B] = [String(a.port), String(b.port)];
+      const probes = await expectProbes(
+        [
+          { op: ["connect-inet", "127.0.0.1", A], expect: `OK ${a.token}` },
+          { op: ["connect-inet", "127.0.0.1", B], expect: "EACCES" },
+          { op: ["connect-inet", "::1", A], expect: "EACCES" },
+          { op: ["connect-inet", "::ffff:127.0.0.1", A], expect: ["OK " + a.token, "ENETUNREACH"] },
+          { op: ["connect-inet", "10.11.12.13", "443"], expect: "EACCES" },
+          { op: ["send-udp", "127.0.0.1", A, "sendto"], expect: "OK" },
+          { op: ["send-udp", "127.0.0.1", B, "sendto"], expect: "EACCES" },
+          { op: ["send-udp", "127.0.0.1", B, "unspec"], expect: "EACCES" },
+          { op: ["send-udp", "127.0.0.1", B, "connect"], expect: "EACCES" },
+          // sendmmsg: the first message (to 127.0.0.1:A) goes, the second (to B's host) not.
+          { op: ["send-udp", "127.0.0.2", A, "sendmmsg"], expect: "SENT-1" },
+          // DNS is one more destination: no rule, no lookup.
+          { op: ["send-udp", "127.0.0.53", "53", "sendto"], expect: "EACCES" },
+          // A raw socket's packets carry their own destination: no guest keeps CAP_NET_RAW.
+          { op: ["socket-raw-inet"], expect: "EPERM" },
+          ...UNIX_OK,
+        ],
+        "--allow-net one address and port",
+        ["--allow-net", `127.0.0.1:${A}`],
+      );
+      assert.equal(b.connections(), 0, "the guest reached the refused server");
+      assert.equal(a.connections(), 2, show(probes.cli));
+      // One line per refused host on stderr, its ports together, and the rule that allows it.
+      const lines = probes.cli.err.split("\n").filter((l) => l.startsWith("cvisor: refused"));
+      assert.ok(
+        lines.includes(
+          `cvisor: refused connect/sendto/sendmsg to 127.0.0.1 port ${B}: no --allow-net rule allows it (--allow-net 127.0.0.1:${B} lets it through)`,
+        ) ||
+          lines.some((l) =>
+            new RegExp(
+              `^cvisor: refused \\S+ to 127\\.0\\.0\\.1 port ${B}: no --allow-net rule allows it`,
+            ).test(l),
+          ),
+        show(probes.cli),
+      );
+      assert.equal(lines.filter((l) => l.includes(" to 127.0.0.1 ")).length, 1, show(probes.cli));
+      assert.ok(
+        lines.some((l) => l.includes(" to ::1 port ")),
+        show(probes.cli),
+      );
+      // A prefix and a port range; a rule for everything does not name loopback.
+      const [lo, hi] = [Math.min(a.port, b.port), Math.max(a.port, b.port)];
+      await expectProbes(
+        [
+          { op: ["connect-inet", "127.0.0.1", A], expect: `OK ${a.token}` },
+          { op: ["connect-inet", "127.0.0.1", B], expect: `OK ${b.token}` },
+          // allowed, and nothing listens there
+          { op: ["connect-inet", "127.0.0.2", A], expect: "ECONNREFUSED" },
+          { op: ["connect-inet", "127.0.0.1", String(hi + 1)], expect: "EACCES" },
+        ],
+        "--allow-net a prefix and a range",
+        ["--allow-net", `127.0.0.0/8:${lo}-${hi}`],
+      );
+      await expectProbes(
+        [
+          { op: ["connect-inet", "127.0.0.1", A], expect: "EACCES" },
+          { op: ["connect-inet", "0.0.0.0", A], expect: "EACCES" },
+          { op: ["connect-inet", "169.254.169.254", "80"], expect: "EACCES" },
+        ],
+        "--allow-net 0.0.0.0/0 names no loopback or link-local address",
+        ["--allow-net", "0.0.0.0/0", "--allow-net", "[::]/0"],
+      );
+    } finally {
+      await a.close();
+      await b.close();
+    }
+  },
+);
+
+gtest(
+  "--allow-net NAME: the guest reaches it by name through its /etc/hosts, and only its addresses",
+  async () => {
+    const a = await startServer("127.0.0.1");
+    const b = await startServer("127.0.0.1");
+    try {
+      const script = (host: string, port: number): string =>
+        `(exec 3<>/dev/tcp/${host}/${port} && echo ping >&3 && head -1 <&3) 2>/dev/null || echo refused`;
+      const r = await cvisor(
+        ["--add-host", "api.test:127.0.0.1", "--allow-net", `api.test:${a.port}`],
+        [
+          "bash",
+          "-c",
+          [
+            "grep -c 'api.test' /etc/hosts",
+            script("api.test", a.port),
+            script("127.0.0.1", a.port),
+            script("api.test", b.port),
+            // The guest's own names count for nothing: its /etc/hosts is its own view.
+            "echo '127.0.0.1 other.test' >> /etc/hosts",
+            script("other.test", b.port),
+          ].join("; "),
+        ],
+      );
+      assert.equal(r.code, 0, show(r));
+      assert.equal(r.out, `1\n${a.token}\n${a.token}\nrefused\nrefused\n`, show(r));
+      assert.equal(b.connections(), 0);
+      // The host's resolver answers for names it knows (localhost: its /etc/hosts).
+      const local = await cvisor(
+        ["--allow-net", `localhost:${a.port}`],
+        ["bash", "-c", script("localhost", a.port)],
+      );
+      assert.equal(local.out, `${a.token}\n`, show(local));
+      // The host's /etc/hosts is unchanged, and the run left no layer behind.
+      assert.ok(!(await import("node:fs")).readFileSync("/etc/hosts", "utf8").includes("api.test"));
+    } finally {
+      await a.close();
+      await b.close();
+    }
+  },
+);
+
+gtest(
+  "--network host keeps the metadata range refused unless --allow-net names it; --network none",
+  async () => {
+    const md = "169.254.169.254";
+    // UDP: a send leaves at once whatever answers there (nothing here).
+    await expectProbes(
+      [
+        { op: ["send-udp", md, "9", "sendto"], expect: "OK" },
+        { op: ["send-udp", md, "10", "sendto"], expect: "EACCES" },
+        { op: ["send-udp", "169.254.1.1", "9", "sendto"], expect: "EACCES" },
+      ],
+      "--network host --allow-net the metadata address",
+      ["--network", "host", "--allow-net", `${md}:9`],
+    );
+    const v4 = await startServer("127.0.0.1");
+    try {
+      await expectProbes(
+        [
+          { op: ["connect-inet", "127.0.0.1", String(v4.port)], expect: `OK ${v4.token}` },
+          { op: ["send-udp", md, "9", "sendto"], expect: "EACCES" },
+        ],
+        "--network host",
+        ["--network", "host"],
+      );
+      await expectProbes(
+        [{ op: ["connect-inet", "127.0.0.1", String(v4.port)], expect: "EACCES" }, ...UNIX_OK],
+        "--network none",
+        ["--network", "none"],
+      );
+    } finally {
+      await v4.close();
+    }
+    for (const [args, message] of [
+      [["--network", "none", "--allow-net", "10.0.0.1"], /--allow-net needs the network/],
+      [["--no-network", "--allow-net", "10.0.0.1"], /--allow-net needs the network/],
+      [["--network", "bridge"], /invalid --network mode 'bridge': use host or none/],
+      [["--allow-net", "*.example.com"], /wildcard names are not supported yet/],
+      [["--allow-net", "10.0.0.0/33"], /the prefix must be 0 to 32/],
+      [["--allow-net", "10.0.0.1:0"], /is not a port/],
+      [["--allow-net", "10.0.0.1:90-80"], /is not a port/],
+      [["--add-host", "api.test"], /invalid --add-host 'api.test'/],
+      [["--allow-net", "no-such-host.invalid"], /cannot resolve no-such-host\.invalid/],
+    ] as const) {
+      const r = await cvisor([...args], ["true"]);
+      assert.equal(r.code, 125, show(r));
+      assert.match(r.err, message);
+      assert.equal(r.err.trim().split("\n").length, 1, show(r));
+    }
+  },
+);
+
+gtest(
+  "--allow-net: a thread flipping the address after the check never gets through (TCP, UDP)",
+  async () => {
+    const good = await startServer("127.0.0.1");
+    const bad = await startServer("127.0.0.1");
+    const goodUdp = await startUdp();
+    const badUdp = await startUdp();
+    try {
+      for (const [mode, g, b] of [
+        ["tcp", good.port, bad.port],
+        ["udp", goodUdp.port, badUdp.port],
+      ] as const) {
+        const r = await cvisor(
+          ["--allow-net", `127.0.0.1:${g}`],
+          [netracer(), mode, String(g), String(b), RACE_ROUNDS],
+          { timeoutMs: RACE_TIMEOUT },
+        );
+        assert.equal(r.code, 0, show(r));
+        const m = /^netracer \w+ tries=(\d+) ok=(\d+) refused=(\d+) other=(\d+)$/m.exec(r.out);
+        assert.ok(m, show(r));
+        // The race was real: both addresses were tried many times.
+        assert.ok(Number(m[2]) > 0 && Number(m[3]) > 0, show(r));
+      }
+      await sleep(300);
+      assert.equal(bad.connections(), 0, "a connect reached the refused port");
+      assert.equal(badUdp.received(), 0, "a datagram reached the refused port");
+      assert.ok(good.connections() > 0 && goodUdp.received() > 0);
+    } finally {
+      await good.close();
+      await bad.close();
+      goodUdp.close();
+      badUdp.close();
+    }
+  },
+  { timeout: RACE_TIMEOUT },
+);
+
+gtest("library: allowNet, addHosts and network modes, per sandbox and per run", async () => {
+  const a = await startServer("127.0.0.1");
+  const b = await startServer("127.0.0.1");
+  try {
+    const probe = prober();
+    const to = (s: Server) => [probe, "connect-inet", "127.0.0.1", String(s.port)];
+    const sb = new Sandbox({ allowNet: [`127.0.0.1:${a.port}`] });
+    assert.equal((await sb.run(to(a))).stdout, `OK ${a.token}\n`);
+    assert.equal((await sb.run(to(b))).stdout, "EACCES\n");
+    // A run's rules add to the sandbox's.
+    assert.equal(
+      (await sb.run(to(b), { allowNet: [`127.0.0.1:${b.port}`] })).stdout,
+      `OK ${b.token}\n`,
+    );
+    assert.equal((await sb.run(to(a), { network: "none" })).stdout, "EACCES\n");
+    const named = await new Sandbox({
+      addHosts: ["api.test=127.0.0.1"],
+      allowNet: [`api.test:${a.port}`],
+    }).run(["sh", "-c", "grep api.test /etc/hosts"]);
+    assert.equal(named.stdout, "127.0.0.1\tapi.test\n", named.stderr);
+    assert.equal((await new Sandbox({ network: "host" }).run(to(b))).stdout, `OK ${b.token}\n`);
+    await assert.rejects(
+      new Sandbox({ network: "none", allowNet: ["10.0.0.1"] }).run(["true"]),
+      /--allow-net needs the network/,
+    );
+    await assert.rejects(new Sandbox({ allowNet: ["10.0.0.1:x"] }).run(["true"]), /is not a port/);
+    const bad = { network: "bridge" } as unknown as ConstructorParameters<typeof Sandbox>[0];
+    await assert.rejects(new Sandbox(bad).run(["true"]), /invalid network mode bridge/);
+  } finally {
+    await a.close();
+    await b.close();
   }
 });

@@ -98,6 +98,11 @@ export function sleeper(): string {
   return compileFixture("sleeper");
 }
 
+/** The address-flipping connect/send racer (test/fixtures/netracer.c). */
+export function netracer(): string {
+  return compileFixture("netracer");
+}
+
 /** The path-flipping racer (test/fixtures/racer.c), built with threads. */
 export function racer(): string {
   return compileFixture("racer");

@@ -32,7 +32,9 @@ test("everything after -- is the command, verbatim", () => {
 
 test("defaults", () => {
   const plan = run(["--", "true"]);
-  assert.equal(plan.network, true);
+  assert.equal(plan.network, undefined);
+  assert.deepEqual(plan.allowNet, []);
+  assert.deepEqual(plan.addHosts, []);
   assert.equal(plan.listen, "loopback");
   assert.equal(plan.timeoutMs, 0);
   assert.equal(plan.workdir, undefined);
@@ -82,12 +84,40 @@ test("options", () => {
     "--",
     "x",
   ]);
-  assert.equal(plan.network, false);
+  assert.equal(plan.network, "none");
   assert.equal(plan.listen, "any");
   assert.equal(plan.timeoutMs, 1500);
   assert.equal(plan.timeoutText, "1.5s");
   assert.equal(plan.workdir, "/tmp");
   assert.equal(plan.json, true);
+});
+
+test("--network, --allow-net and --add-host; a bad rule or mode is one line", () => {
+  assert.equal(run(["--network", "host", "--", "x"]).network, "host");
+  assert.equal(run(["--network=none", "--", "x"]).network, "none");
+  const plan = run([
+    "--allow-net",
+    "api.example.com:443",
+    "--allow-net=10.0.0.0/8:8000-8100",
+    "--allow-net",
+    "[::1]:80",
+    "--add-host",
+    "api.test:127.0.0.1",
+    "--",
+    "x",
+  ]);
+  assert.deepEqual(plan.allowNet, ["api.example.com:443", "10.0.0.0/8:8000-8100", "[::1]:80"]);
+  assert.deepEqual(plan.addHosts, ["api.test:127.0.0.1"]);
+  for (const [args, message] of [
+    [["--network", "bridge"], /^invalid --network mode 'bridge': use host or none/],
+    [["--no-network", "--allow-net", "1.2.3.4"], /^--allow-net needs the network/],
+    [["--allow-net", "a b"], /^invalid --allow-net rule 'a b'/],
+    [["--add-host", "x:not-an-ip"], /^invalid --add-host 'x:not-an-ip'/],
+  ] as const) {
+    const p = parseCli([...args, "--", "x"], host);
+    assert.equal(p.kind, "error", String(args));
+    assert.match(p.kind === "error" ? p.message : "", message);
+  }
 });
 
 test("no command starts $SHELL, else /bin/sh", () => {

@@ -438,21 +438,34 @@ static struct cv_reply do_listen(struct cv_notif *n) {
 
 static int metadata_v4(const struct in_addr *a) { return (ntohl(a->s_addr) >> 16) == 0xa9fe; /* 169.254/16 */ }
 
+static const char *const METADATA = "a cloud metadata address (169.254.0.0/16, fd00:ec2::254) not named by --allow-net";
+
+/* Why the run refuses this destination, or NULL: in allow-list mode anything no rule allows; else
+ * the metadata range, unless a rule names it. */
+static const char *inet_why(const struct cv_run *r, int k, const struct in_addr *v4, const struct in6_addr *v6,
+                            uint16_t port) {
+    static const unsigned char ec2[16] = {0xfd, 0, 0x0e, 0xc2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x02, 0x54};
+    if (cv_net_rules_allow(r->net_rules, r->nnet_rules, k, v4, v6, port)) return NULL;
+    if (r->network == CV_NET_LIST) return "no --allow-net rule allows it";
+    return (k == 4 ? metadata_v4(v4) : !memcmp(v6->s6_addr, ec2, sizeof ec2)) ? METADATA : NULL;
+}
+
 /* A destination the run refuses: -EACCES (and the denial noted), else 0. `send`: the address of a
  * send (see inet_read for AF_UNSPEC). */
 static int inet_refused(struct cv_notif *n, int domain, const struct sockaddr_storage *ss, socklen_t len, int send) {
-    static const unsigned char ec2[16] = {0xfd, 0, 0x0e, 0xc2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x02, 0x54};
     struct in_addr v4;
     struct in6_addr v6;
     int k = inet_read(domain, ss, len, send, &v4, &v6);
-    if (k == 4 ? !metadata_v4(&v4) : k != 6 || memcmp(v6.s6_addr, ec2, sizeof ec2)) return 0;
-    char host[INET6_ADDRSTRLEN] = "";
-    inet_ntop(k == 4 ? AF_INET : AF_INET6, k == 4 ? (const void *)&v4 : (const void *)&v6, host, sizeof host);
+    if (!k) return 0;
     in_port_t port; /* at the same place in both */
     memcpy(&port, (const char *)ss + 2, sizeof port);
+    const char *why = inet_why(n->run, k, &v4, &v6, ntohs(port));
+    if (!why) return 0;
+    char host[INET6_ADDRSTRLEN] = "";
+    inet_ntop(k == 4 ? AF_INET : AF_INET6, k == 4 ? (const void *)&v4 : (const void *)&v6, host, sizeof host);
     char what[INET6_ADDRSTRLEN + 16];
     snprintf(what, sizeof what, "%s port %u", host, (unsigned)ntohs(port));
-    cv_run_deny(n->run, n->req->data.nr, what, "a cloud metadata address (169.254.0.0/16, fd00:ec2::254)");
+    cv_run_deny(n->run, n->req->data.nr, what, why);
     return -EACCES;
 }
 

@@ -148,8 +148,23 @@ CV_API int cv_run_set_stdio(cv_run *r, int in_fd, int out_fd, int err_fd) {
 
 CV_API int cv_run_set_network(cv_run *r, int network) {
     NOT_STARTED(r);
-    if (network != CV_NET_ALLOW && network != CV_NET_DENY) return CV_ERR_INVALID;
+    if (network != CV_NET_ALLOW && network != CV_NET_DENY && network != CV_NET_LIST) return CV_ERR_INVALID;
     r->network = network;
+    return 0;
+}
+
+CV_API int cv_run_add_net_rule(cv_run *r, const char *addr, int prefix, int port_lo, int port_hi) {
+    NOT_STARTED(r);
+    struct cv_net_rule rule;
+    if (!addr || cv_net_rule_make(&rule, addr, prefix, port_lo, port_hi) < 0) return CV_ERR_INVALID;
+    if (r->nnet_rules == r->net_rules_cap) {
+        size_t cap = r->net_rules_cap ? r->net_rules_cap * 2 : 8;
+        struct cv_net_rule *n = realloc(r->net_rules, cap * sizeof *n);
+        if (!n) return CV_ERR_NOMEM;
+        r->net_rules = n;
+        r->net_rules_cap = cap;
+    }
+    r->net_rules[r->nnet_rules++] = rule;
     return 0;
 }
 
@@ -476,6 +491,7 @@ static void run_destroy(struct cv_run *r) {
     for (size_t i = 0; i < r->nhide; i++) free(r->hide[i]);
     for (size_t i = 0; i < r->nallow_unix; i++) free(r->allow_unix[i]);
     free(r->allow_unix);
+    free(r->net_rules);
     if (r->hook_fd >= 0) close(r->hook_fd);
     if (r->trace_fd >= 0) close(r->trace_fd);
     for (size_t i = 0; i < r->nabstract; i++) free(r->abstract[i]);

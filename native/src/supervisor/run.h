@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "cvisor.h"
+#include "netrules.h"
 
 #define CV_MAX_NR 512
 
@@ -97,7 +98,9 @@ struct cv_run {
     struct cv_lcache *lcache;   /* their directory listings (overlay/lowers.c) */
     int stdio[3];
     dev_t stdio_rdev[3]; /* terminal devices among the stdio fds (0: none) */
-    int network;
+    int network;              /* enum cv_network */
+    struct cv_net_rule *net_rules; /* cv_run_add_net_rule, fixed once the run starts */
+    size_t nnet_rules, net_rules_cap;
     int listen;               /* enum cv_listen */
     int ctty;                 /* the guest's session takes its stdin as controlling terminal */
     char *cgroup_procs[CV_MAX_CGROUPS]; /* cgroup.procs files the init joins (limits.c) */

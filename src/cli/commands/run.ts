@@ -33,8 +33,19 @@ export const RUN_OPTIONS: readonly RunOption[] = [
     repeat: true,
   },
   {
-    flags: "--no-network",
-    help: "make AF_INET/AF_INET6 sockets fail (the sandbox's own unix sockets still work)",
+    flags: "--network <mode>",
+    help: "host: reach what the host reaches but a cloud's metadata range (the default); none: AF_INET/AF_INET6 sockets fail (unix sockets still work)",
+  },
+  { flags: "--no-network", help: "the same as --network none" },
+  {
+    flags: "--allow-net <rule>",
+    help: "let the guest reach only what such rules allow: HOST[:PORT], IP[/PREFIX][:PORT], [IPv6]:PORT, ports as 8000-8100; repeatable",
+    repeat: true,
+  },
+  {
+    flags: "--add-host <name:ip>",
+    help: "add NAME to the guest's /etc/hosts (as docker's --add-host); repeatable",
+    repeat: true,
   },
   {
     flags: "--allow-listen",
@@ -141,6 +152,7 @@ executed; 127 when it was not found.
 Examples:
   cvisor -- uname -a
   cvisor --no-network --timeout 30s -- make test
+  cvisor --allow-net registry.npmjs.org:443 -- npm ci
   cvisor -e DEBUG=1 -e HOME -C /tmp -- sh -c 'echo $DEBUG'
   cvisor --sandbox work -- make install     (again later: the same files)
   cvisor -t -- vim notes.txt
@@ -175,7 +187,9 @@ export async function action(plan: RunPlan): Promise<number> {
     const spec = runSpec(
       plan.argv,
       {
-        network: plan.network,
+        ...(plan.network !== undefined ? { network: plan.network } : {}),
+        allowNet: plan.allowNet,
+        addHosts: plan.addHosts,
         listen: plan.listen,
         hide: plan.hide,
         expose: plan.expose,

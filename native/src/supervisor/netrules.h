@@ -1,0 +1,24 @@
+/* Inet destinations a run allows (cv_run_add_net_rule): an address prefix and a port range. */
+#ifndef CV_NETRULES_H
+#define CV_NETRULES_H
+
+#include <netinet/in.h>
+#include <stdint.h>
+
+struct cv_net_rule {
+    int family;            /* 4 or 6 (a v4-mapped rule is stored as its IPv4 address) */
+    uint8_t addr[16];      /* network byte order; the first 4 bytes for IPv4 */
+    int prefix;            /* leading bits that must match */
+    uint16_t port_lo, port_hi;
+};
+
+/* 0, or -1 for a bad address, prefix or port range. */
+int cv_net_rule_make(struct cv_net_rule *out, const char *addr, int prefix, int port_lo, int port_hi);
+
+/* Does any of the n rules allow this destination? k: 4 (v4) or 6 (v6), as inet_read gives it;
+ * port in host order. Loopback, the unspecified address and link-local ones only by a rule that
+ * names them (10.0.0.0/0 is not a rule for 127.0.0.1). */
+int cv_net_rules_allow(const struct cv_net_rule *rules, size_t n, int k, const struct in_addr *v4,
+                       const struct in6_addr *v6, uint16_t port);
+
+#endif

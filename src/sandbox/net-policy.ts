@@ -1,0 +1,226 @@
+// The network policy of a run: the mode (host, none, or an allow-list), the `--allow-net` rules
+// and the `--add-host` names, turned into what the core enforces (native.NetRule: an address
+// prefix and a port range, decided on the supervisor's own copy of each destination), and the
+// names the guest's /etc/hosts must show so that it reaches an allowed host by name.
+//
+// A host name in a rule is resolved here, by this host's resolver (or an --add-host entry),
+// once when the run starts: the guest may connect only to those addresses, and it finds them
+// through its view of /etc/hosts, which lists each allowed name (DNS itself, port 53, is one
+// more destination an allow-list refuses unless a rule names it).
+import { chownSync, lstatSync, mkdirSync, readFileSync, utimesSync, writeFileSync } from "node:fs";
+import { UsageError } from "../core/errors.js";
+import type { NetRule } from "../core/native.js";
+
+/** The network of a run: "host" (the default), "none", or only what `allowNet` allows. */
+export type NetworkMode = "host" | "none";
+
+/** One `--allow-net` rule, parsed. */
+export interface AllowRule {
+  /** As given. */
+  text: string;
+  /** An address (IPv4 or IPv6 text) with its prefix, or a host name. */
+  host: { addr: string; prefix: number } | { name: string };
+  portLo: number;
+  portHi: number;
+}
+
+/** What the core gets, and the names the guest's /etc/hosts lists. */
+export interface NetPlan {
+  network: "host" | "none" | "allow-list";
+  netRules: NetRule[];
+  /** name → addresses, in the order given (--add-host first). */
+  hosts: Map<string, string[]>;
+}
+
+/**
+ * 4 or 6 for an IPv4 or IPv6 address as inet_pton reads it (no zone), else 0. Not node:net's
+ * isIP: a plain run must not load node:net (the CLI's start-up budget).
+ */
+export function ipFamily(text: string): 0 | 4 | 6 {
+  if (
+    /^(?:(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.){3}(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)$/.test(text)
+  )
+    return 4;
+  if (!text.includes(":") || !/^[0-9a-f:.]+$/i.test(text)) return 0;
+  try {
+    new URL(`http://[${text}]/`); // the WHATWG host parser: RFC 4291 text forms
+    return 6;
+  } catch {
+    return 0;
+  }
+}
+
+const NAME =
+  /^(?=.{1,253}$)[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?(?:\.[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?)*\.?$/i;
+
+function bad(text: string, why: string): UsageError {
+  return new UsageError(`invalid --allow-net rule '${text}': ${why}`, "EINVALID_NET_RULE");
+}
+
+/** A port or a range of them ("443", "8000-8100"). */
+function parsePorts(text: string, ports: string): [number, number] {
+  const m = /^(\d{1,5})(?:-(\d{1,5}))?$/.exec(ports);
+  const lo = m ? Number(m[1]) : NaN;
+  const hi = m ? Number(m[2] ?? m[1]) : NaN;
+  if (!(lo >= 1 && hi <= 65535 && lo <= hi)) {
+    throw bad(text, `'${ports}' is not a port (1-65535) or a range of them (8000-8100)`);
+  }
+  return [lo, hi];
+}
+
+/**
+ * Parses `host[:port]`, `IP[/prefix][:port]`, `[IPv6][/prefix][:port]` or a bare IPv6 address
+ * (with a prefix, no port); a port may be a range, `lo-hi`. `*.domain` is refused for now: a
+ * name is allowed by the addresses it resolves to when the run starts, and a wildcard names no
+ * address until a guest looks one up.
+ */
+export function parseAllowRule(text: string): AllowRule {
+  if (typeof text !== "string" || text.trim() !== text || text === "") {
+    throw bad(String(text), "empty, or spaces around it");
+  }
+  let host = text;
+  let ports: string | undefined;
+  const bracket = /^\[([^\]]+)\](\/\d+)?(?::(.+))?$/.exec(text);
+  if (bracket) {
+    host = `${bracket[1]}${bracket[2] ?? ""}`;
+    ports = bracket[3];
+    if (ipFamily((bracket[1] ?? "").split("/")[0] ?? "") !== 6)
+      throw bad(text, "[...] holds an IPv6 address");
+  } else if ((text.match(/:/g) ?? []).length === 1) {
+    [host, ports] = text.split(":") as [string, string];
+  }
+  const [portLo, portHi] = ports === undefined ? [0, 65535] : parsePorts(text, ports);
+  const slash = host.indexOf("/");
+  const addr = slash < 0 ? host : host.slice(0, slash);
+  const family = ipFamily(addr);
+  if (family !== 0) {
+    const max = family === 4 ? 32 : 128;
+    const prefixText = slash < 0 ? String(max) : host.slice(slash + 1);
+    const prefix = /^\d{1,3}$/.test(prefixText) ? Number(prefixText) : NaN;
+    if (!(prefix >= 0 && prefix <= max)) throw bad(text, `the prefix must be 0 to ${max}`);
+    return { text, host: { addr, prefix }, portLo, portHi };
+  }
+  if (host.startsWith("*.")) {
+    throw bad(
+      text,
+      "wildcard names are not supported yet: name each host (a name is allowed by what it resolves to when the run starts)",
+    );
+  }
+  if (slash >= 0 || !NAME.test(host))
+    throw bad(text, `'${host}' is neither an address nor a host name`);
+  return { text, host: { name: host.toLowerCase().replace(/\.$/, "") }, portLo, portHi };
+}
+
+/** Parses `name:ip` or `name=ip` (docker's --add-host; an IPv6 address may be in brackets). */
+export function parseAddHost(text: string): { name: string; addr: string } {
+  const at = typeof text === "string" ? text.search(/[:=]/) : -1;
+  const name = at < 0 ? "" : text.slice(0, at);
+  const addr = at < 0 ? "" : text.slice(at + 1).replace(/^\[(.*)\]$/, "$1");
+  if (!NAME.test(name) || ipFamily(addr) === 0) {
+    throw new UsageError(
+      `invalid --add-host '${String(text)}': use NAME:IP (api.test:127.0.0.1, db=::1)`,
+      "EINVALID_ADD_HOST",
+    );
+  }
+  return { name: name.toLowerCase().replace(/\.$/, ""), addr };
+}
+
+export interface NetOptions {
+  network?: boolean | NetworkMode | undefined;
+  allowNet?: readonly string[] | undefined;
+  addHosts?: readonly string[] | undefined;
+}
+
+/**
+ * The plan of a run under a sandbox's options and the run's own (which replace the network and
+ * add to the lists). With rules and no explicit "host", the network is an allow-list; with
+ * "host", rules only let the metadata range through. `resolve` is the host's resolver.
+ */
+export function planNetwork(
+  o: NetOptions,
+  run: NetOptions,
+  resolve: (name: string) => { addrs: string[] } | { error: string },
+): NetPlan {
+  const given = run.network ?? o.network;
+  if (given !== undefined && ![true, false, "host", "none"].includes(given)) {
+    throw new UsageError(
+      `invalid network mode ${String(given)}: use "host" or "none"`,
+      "EINVALID_NETWORK",
+    );
+  }
+  const parsed = [...(o.allowNet ?? []), ...(run.allowNet ?? [])].map(parseAllowRule);
+  const added = [...(o.addHosts ?? []), ...(run.addHosts ?? [])].map(parseAddHost);
+  const none = given === false || given === "none";
+  // A run's "none" wins over its sandbox's rules; rules given with "none" at one level conflict.
+  const runRules = (run.allowNet ?? []).length > 0;
+  const ownRules = run.network === undefined && (o.allowNet ?? []).length > 0;
+  if (none && (runRules || ownRules)) {
+    throw new UsageError(
+      "--allow-net needs the network: it cannot go with --network none",
+      "EINVALID_NETWORK",
+    );
+  }
+  const rules = none ? [] : parsed;
+  const hosts = new Map<string, string[]>();
+  for (const { name, addr } of added) hosts.set(name, [...(hosts.get(name) ?? []), addr]);
+  const netRules: NetRule[] = [];
+  for (const rule of rules) {
+    const { portLo, portHi } = rule;
+    if ("addr" in rule.host) {
+      netRules.push({ ...rule.host, portLo, portHi });
+      continue;
+    }
+    const name = rule.host.name;
+    let addrs = hosts.get(name);
+    if (addrs === undefined) {
+      const found = resolve(name);
+      if ("error" in found) {
+        throw new UsageError(
+          `--allow-net ${rule.text}: cannot resolve ${name}: ${found.error}`,
+          "ENET_RESOLVE",
+        );
+      }
+      addrs = found.addrs;
+      hosts.set(name, addrs);
+    }
+    for (const addr of addrs)
+      netRules.push({ addr, prefix: ipFamily(addr) === 4 ? 32 : 128, portLo, portHi });
+  }
+  const network = none ? "none" : given === "host" || rules.length === 0 ? "host" : "allow-list";
+  return { network, netRules, hosts };
+}
+
+/** /etc/hosts as the guest sees it: the host's, then a line for each name of the plan. */
+export function hostsText(base: string, hosts: ReadonlyMap<string, readonly string[]>): string {
+  const lines = [...hosts].flatMap(([name, addrs]) => addrs.map((a) => `${a}\t${name}`));
+  const head = base === "" || base.endsWith("\n") ? base : `${base}\n`;
+  return `${head}# cvisor: --add-host and --allow-net names\n${lines.join("\n")}\n`;
+}
+
+/**
+ * Writes a layer holding etc/hosts (the host's /etc/hosts with the plan's names) into dir, for
+ * the run to show above its other layers. Mode, times and (as root) owner of /etc and of the
+ * host's file are kept, as a copy-up keeps them.
+ */
+export function writeHostsLayer(dir: string, hosts: ReadonlyMap<string, readonly string[]>): void {
+  let base = "";
+  try {
+    base = readFileSync("/etc/hosts", "utf8");
+  } catch {
+    // No /etc/hosts on this host: the guest's has only the plan's names.
+  }
+  mkdirSync(`${dir}/etc`, { recursive: true, mode: 0o755 });
+  writeFileSync(`${dir}/etc/hosts`, hostsText(base, hosts), { mode: 0o644 });
+  for (const [ours, host] of [
+    [`${dir}/etc/hosts`, "/etc/hosts"],
+    [`${dir}/etc`, "/etc"],
+  ] as const) {
+    try {
+      const st = lstatSync(host);
+      if (process.getuid?.() === 0) chownSync(ours, st.uid, st.gid);
+      utimesSync(ours, st.atime, st.mtime);
+    } catch {
+      // Only cosmetic: the layer shows the file all the same.
+    }
+  }
+}

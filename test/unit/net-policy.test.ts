@@ -1,0 +1,150 @@
+// --allow-net rules and --add-host entries as a user writes them, and the plan a run gets from
+// them: the mode, the address rules the core enforces, and the names its /etc/hosts lists.
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import {
+  hostsText,
+  ipFamily,
+  parseAddHost,
+  parseAllowRule,
+  planNetwork,
+} from "../../src/sandbox/net-policy.js";
+
+test("rules: names, addresses, prefixes, IPv6 in brackets, ports and ranges", () => {
+  const rule = (t: string) => {
+    const r = parseAllowRule(t);
+    return [r.host, r.portLo, r.portHi];
+  };
+  assert.deepEqual(rule("api.example.com"), [{ name: "api.example.com" }, 0, 65535]);
+  assert.deepEqual(rule("API.Example.com.:443"), [{ name: "api.example.com" }, 443, 443]);
+  assert.deepEqual(rule("10.0.0.0/8:8000-8100"), [{ addr: "10.0.0.0", prefix: 8 }, 8000, 8100]);
+  assert.deepEqual(rule("192.0.2.7"), [{ addr: "192.0.2.7", prefix: 32 }, 0, 65535]);
+  assert.deepEqual(rule("[2001:db8::1]:22"), [{ addr: "2001:db8::1", prefix: 128 }, 22, 22]);
+  assert.deepEqual(rule("[fd00::]/8:443"), [{ addr: "fd00::", prefix: 8 }, 443, 443]);
+  assert.deepEqual(rule("fd00::/8"), [{ addr: "fd00::", prefix: 8 }, 0, 65535]);
+  assert.deepEqual(rule("::1"), [{ addr: "::1", prefix: 128 }, 0, 65535]);
+  for (const [text, why] of [
+    ["", /empty/],
+    [" a.com", /spaces/],
+    ["*.example.com:443", /wildcard names are not supported yet/],
+    ["10.0.0.0/33", /prefix must be 0 to 32/],
+    ["[::1]/129", /prefix must be 0 to 128/],
+    ["a.com:0", /is not a port/],
+    ["a.com:65536", /is not a port/],
+    ["a.com:9-8", /is not a port/],
+    ["a.com:http", /is not a port/],
+    ["[a.com]:80", /holds an IPv6 address/],
+    ["a_b..c", /neither an address nor a host name/],
+    ["a.com/8", /neither an address nor a host name/],
+  ] as const) {
+    assert.throws(() => parseAllowRule(text), why, text);
+  }
+});
+
+test("addresses as inet_pton reads them", () => {
+  for (const [text, family] of [
+    ["1.2.3.4", 4],
+    ["255.255.255.255", 4],
+    ["256.1.1.1", 0],
+    ["01.2.3.4", 0],
+    ["1.2.3", 0],
+    ["::1", 6],
+    ["::", 6],
+    ["::ffff:1.2.3.4", 6],
+    ["2001:db8::7:8", 6],
+    ["fe80::1%eth0", 0],
+    ["1:2:3:4:5:6:7:8:9", 0],
+    ["12345::", 0],
+    ["a.com", 0],
+    ["", 0],
+  ] as const) {
+    assert.equal(ipFamily(text), family, text);
+  }
+});
+
+test("--add-host: name:ip or name=ip, IPv6 bare or in brackets", () => {
+  assert.deepEqual(parseAddHost("api.test:127.0.0.1"), { name: "api.test", addr: "127.0.0.1" });
+  assert.deepEqual(parseAddHost("db=::1"), { name: "db", addr: "::1" });
+  assert.deepEqual(parseAddHost("db:[::1]"), { name: "db", addr: "::1" });
+  assert.deepEqual(parseAddHost("v6:2001:db8::2"), { name: "v6", addr: "2001:db8::2" });
+  for (const bad of ["api.test", "api.test:", ":1.2.3.4", "a b:1.2.3.4", "x:host.name"]) {
+    assert.throws(() => parseAddHost(bad), /invalid --add-host/, bad);
+  }
+});
+
+test("plans: the mode, the rules from names and addresses, and the names of /etc/hosts", () => {
+  const asked: string[] = [];
+  const resolve = (name: string) => {
+    asked.push(name);
+    return name === "api.example.com"
+      ? { addrs: ["192.0.2.10", "2001:db8::10"] }
+      : { error: "Name or service not known" };
+  };
+  assert.deepEqual(planNetwork({}, {}, resolve), {
+    network: "host",
+    netRules: [],
+    hosts: new Map(),
+  });
+  assert.equal(planNetwork({ network: false }, {}, resolve).network, "none");
+  assert.equal(planNetwork({}, { network: "none" }, resolve).network, "none");
+  const list = planNetwork(
+    { allowNet: ["api.example.com:443"] },
+    { allowNet: ["10.0.0.0/8"], addHosts: ["db.test:127.0.0.5"] },
+    resolve,
+  );
+  assert.equal(list.network, "allow-list");
+  assert.deepEqual(list.netRules, [
+    { addr: "192.0.2.10", prefix: 32, portLo: 443, portHi: 443 },
+    { addr: "2001:db8::10", prefix: 128, portLo: 443, portHi: 443 },
+    { addr: "10.0.0.0", prefix: 8, portLo: 0, portHi: 65535 },
+  ]);
+  assert.deepEqual(
+    [...list.hosts],
+    [
+      ["db.test", ["127.0.0.5"]],
+      ["api.example.com", ["192.0.2.10", "2001:db8::10"]],
+    ],
+  );
+  // An --add-host name is not looked up: it is what the rule means.
+  asked.length = 0;
+  const added = planNetwork({ allowNet: ["api.test:80"], addHosts: ["api.test=::1"] }, {}, resolve);
+  assert.deepEqual(asked, []);
+  assert.deepEqual(added.netRules, [{ addr: "::1", prefix: 128, portLo: 80, portHi: 80 }]);
+  // Explicit host mode keeps every destination; its rules only open the metadata range.
+  assert.equal(
+    planNetwork({ network: "host", allowNet: ["169.254.169.254:80"] }, {}, resolve).network,
+    "host",
+  );
+  // A run's "none" wins over its sandbox's rules; "none" with rules at one level is an error.
+  assert.deepEqual(
+    planNetwork({ allowNet: ["10.0.0.1"] }, { network: false }, resolve).netRules,
+    [],
+  );
+  assert.throws(
+    () => planNetwork({ network: "none", allowNet: ["10.0.0.1"] }, {}, resolve),
+    /needs the network/,
+  );
+  assert.throws(
+    () => planNetwork({ network: "none" }, { allowNet: ["10.0.0.1"] }, resolve),
+    /needs the network/,
+  );
+  assert.throws(
+    () => planNetwork({ allowNet: ["nowhere.test"] }, {}, resolve),
+    /cannot resolve nowhere\.test: Name or service not known/,
+  );
+  assert.throws(
+    () => planNetwork({ network: "bridge" as "host" }, {}, resolve),
+    /invalid network mode bridge/,
+  );
+});
+
+test("/etc/hosts: the host's lines first, then one line per address of each name", () => {
+  const hosts = new Map([
+    ["api.test", ["127.0.0.1", "::1"]],
+    ["db.test", ["127.0.0.5"]],
+  ]);
+  assert.equal(
+    hostsText("127.0.0.1 localhost", hosts),
+    "127.0.0.1 localhost\n# cvisor: --add-host and --allow-net names\n127.0.0.1\tapi.test\n::1\tapi.test\n127.0.0.5\tdb.test\n",
+  );
+});
