@@ -110,6 +110,15 @@ CV_API int cv_run_set_allow_listen(cv_run *r, int listen /* enum cv_listen */);
  * what is allowed in the cloud metadata range (169.254.0.0/16, fd00:ec2::254), refused by
  * default. Repeatable. */
 CV_API int cv_run_add_net_rule(cv_run *r, const char *addr, int prefix, int port_lo, int port_hi);
+/* The same destinations, but a TCP connect there is made to to_addr:to_port instead (a host-side
+ * service of the caller's, such as a proxy), on the supervisor's copy of the socket; UDP is not
+ * diverted, and a TCP Fast Open send there is refused. Each diverted connect is announced on the
+ * cv_run_set_divert_fd fd, before the guest learns of it, as one line "LOCALPORT ADDR PORT\n":
+ * the socket's local port and the destination the guest asked for, so the service can serve
+ * only those connections. Repeatable. */
+CV_API int cv_run_add_net_divert(cv_run *r, const char *addr, int prefix, int port_lo, int port_hi,
+                                 const char *to_addr, int to_port);
+CV_API int cv_run_set_divert_fd(cv_run *r, int fd); /* dup'd (the caller closes its own) */
 /* A host unix socket (absolute path) the guest may connect and send to. Repeatable. Without
  * one, host unix sockets are refused (EACCES); sockets made in the sandbox always work. */
 CV_API int cv_run_allow_unix(cv_run *r, const char *path);

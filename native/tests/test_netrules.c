@@ -55,6 +55,23 @@ int main(void) {
           "169.254/16 names the metadata address");
     check(cv_net_rule_make(&r[2], "fe80::", 10, 0, 65535) == 0 && allows(r, 3, "fe80::1", 1), "fe80::/10 names fe80::1");
 
+    /* Divert rules: a TCP connect's first answer, nothing for UDP. */
+    struct cv_net_rule d[2];
+    check(cv_net_rule_make(&d[0], "192.0.2.0", 24, 0, 65535) == 0, "an allow rule");
+    check(cv_net_rule_make(&d[1], "192.0.2.7", 32, 443, 443) == 0 && cv_net_rule_divert(&d[1], "127.0.0.1", 9000) == 0,
+          "a divert rule");
+    struct in_addr a7;
+    struct in6_addr none6 = {0};
+    inet_pton(AF_INET, "192.0.2.7", &a7);
+    const struct cv_net_rule *f = cv_net_rules_find(d, 2, 4, &a7, &none6, 443, 1);
+    check(f == &d[1] && f->to.ss_family == AF_INET && ntohs(((struct sockaddr_in *)&f->to)->sin_port) == 9000,
+          "stream: the divert rule wins over an earlier allow rule");
+    check(cv_net_rules_find(d, 2, 4, &a7, &none6, 443, 0) == &d[0], "datagram: the allow rule");
+    check(cv_net_rules_find(d + 1, 1, 4, &a7, &none6, 443, 0) == NULL, "datagram: a divert rule allows nothing");
+    check(cv_net_rules_find(d, 2, 4, &a7, &none6, 80, 1) == &d[0], "another port: not diverted");
+    check(cv_net_rule_divert(&d[1], "localhost", 9000) < 0 && cv_net_rule_divert(&d[1], "::1", 0) < 0,
+          "a divert target is an address and a port");
+
     printf("netrules: %lu passed, %lu failed\n", passed, failed);
     return failed != 0;
 }

@@ -3,6 +3,7 @@
 import { CvisorError } from "../core/errors.js";
 import { parseDuration } from "../sandbox/duration.js";
 import { parseLimits, type ParsedLimits } from "../sandbox/limits.js";
+import { parseInject, parseSecret } from "../sandbox/broker/broker.js";
 import { parseAddHost, parseAllowRule, type NetworkMode } from "../sandbox/net-policy.js";
 import type { ListenPolicy } from "../sandbox/types.js";
 import { validateSandboxName } from "../store/sandboxes.js";
@@ -22,6 +23,9 @@ export interface RunPlan {
   /** --allow-net rules and --add-host entries (checked). */
   allowNet: string[];
   addHosts: string[];
+  /** --secret and --inject (checked; the secrets are read when the run starts). */
+  secrets: string[];
+  inject: string[];
   listen: ListenPolicy;
   /** 0: no deadline. */
   timeoutMs: number;
@@ -113,6 +117,8 @@ export interface RootOptions {
   network?: string | boolean;
   allowNet?: string[];
   addHost?: string[];
+  secret?: string[];
+  inject?: string[];
   allowListen?: boolean;
   /** false: --no-listen. */
   listen?: boolean;
@@ -193,15 +199,20 @@ export function buildRunPlan(
   }
   const allowNet = opts.allowNet ?? [];
   const addHosts = opts.addHost ?? [];
+  const secrets = opts.secret ?? [];
+  const inject = opts.inject ?? [];
   try {
     allowNet.forEach(parseAllowRule);
     addHosts.forEach(parseAddHost);
+    secrets.forEach(parseSecret);
+    inject.forEach(parseInject);
   } catch (err) {
     if (err instanceof CvisorError) return usageError(err.message);
     throw err;
   }
-  if (network === "none" && allowNet.length > 0) {
-    return usageError("--allow-net needs the network: it cannot go with --network none");
+  if (network === "none" && (allowNet.length > 0 || inject.length > 0)) {
+    const flag = allowNet.length > 0 ? "--allow-net" : "--inject";
+    return usageError(`${flag} needs the network: it cannot go with --network none`);
   }
   const shell = command.length === 0;
   const plan: RunPlan = {
@@ -212,6 +223,8 @@ export function buildRunPlan(
     ...(network !== undefined ? { network } : {}),
     allowNet,
     addHosts,
+    secrets,
+    inject,
     listen: opts.allowListen ? "any" : opts.listen === false ? "none" : "loopback",
     timeoutMs,
     json: Boolean(opts.json),

@@ -41,6 +41,11 @@ export interface RunSpec {
    */
   network: keyof typeof NETWORK;
   netRules?: readonly NetRule[] | undefined;
+  /**
+   * TCP connects to these destinations go to 127.0.0.1:port instead, each announced on fd
+   * (cv_run_add_net_divert; the run takes a dup, the caller closes fd).
+   */
+  divert?: { rules: readonly NetRule[]; port: number; fd: number } | undefined;
   /** Where inet ports may be bound and listened on (enum cv_listen). */
   listen: "loopback" | "any" | "none";
   /** 0: no deadline. */
@@ -144,6 +149,8 @@ interface Binding {
   getResult: Fn<[Ptr, Record<string, unknown>], number>;
   statsJson: Fn<[Ptr, Buffer, number], number>;
   addNetRule: Fn<[Ptr, string, number, number, number], number>;
+  addNetDivert: Fn<[Ptr, string, number, number, number, string, number], number>;
+  setDivertFd: Fn<[Ptr, number], number>;
   resolveHost: Fn<[string, Buffer, number], number>;
   denialsJson: Fn<[Ptr, Buffer, number], number>;
   allowUnix: Fn<[Ptr, string], number>;
@@ -397,6 +404,9 @@ const PROTOTYPES: Record<keyof Binding, string> = {
   getResult: "int cv_run_get_result(cv_run *r, _Out_ cv_run_result *out)",
   statsJson: "int cv_run_stats_json(cv_run *r, char *buf, size_t len)",
   addNetRule: "int cv_run_add_net_rule(cv_run *r, const char *addr, int prefix, int lo, int hi)",
+  addNetDivert:
+    "int cv_run_add_net_divert(cv_run *r, const char *addr, int prefix, int lo, int hi, const char *to, int to_port)",
+  setDivertFd: "int cv_run_set_divert_fd(cv_run *r, int fd)",
   resolveHost: "int cv_resolve_host(const char *name, char *out, size_t len)",
   denialsJson: "int cv_run_denials_json(cv_run *r, char *buf, size_t len)",
   allowUnix: "int cv_run_allow_unix(cv_run *r, const char *path)",
@@ -550,6 +560,14 @@ export function createRun(spec: RunSpec): NativeRun {
     for (const r of spec.netRules ?? []) {
       const what = `--allow-net ${r.addr}/${r.prefix}:${r.portLo}-${r.portHi}`;
       check(b.addNetRule(ptr, r.addr, r.prefix, r.portLo, r.portHi), what);
+    }
+    if (spec.divert !== undefined) {
+      const { rules, port, fd } = spec.divert;
+      for (const r of rules) {
+        const what = `--inject ${r.addr}:${r.portLo}`;
+        check(b.addNetDivert(ptr, r.addr, r.prefix, r.portLo, r.portHi, "127.0.0.1", port), what);
+      }
+      check(b.setDivertFd(ptr, fd), "the credential broker");
     }
     check(b.setAllowListen(ptr, LISTEN[spec.listen]), "listen policy");
     check(b.setTimeoutMs(ptr, spec.timeoutMs), "timeout");

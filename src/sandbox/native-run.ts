@@ -9,7 +9,9 @@ import { parseDuration } from "./duration.js";
 import { buildEnv, envStrings, SANDBOX_ENV } from "./env.js";
 import { runFailure } from "./result.js";
 import { parseLimits, type LimitsReport, type ParsedLimits } from "./limits.js";
-import { planNetwork, writeHostsLayer } from "./net-policy.js";
+import { placeholder, readSecret, startBroker } from "./broker/broker.js";
+import { planNetwork } from "./net-policy.js";
+import { writeHosts, writeTrust } from "./run-layer.js";
 import type { SandboxLayer } from "./open-layer.js";
 import type { ListenPolicy, RunOptions, SandboxOptions } from "./types.js";
 
@@ -46,24 +48,26 @@ export function runSpec(
   o: Readonly<SandboxOptions>,
   options: RunOptions,
   layer: Pick<SandboxLayer, "name" | "upper" | "work" | "storage"> &
-    Partial<Pick<SandboxLayer, "lowers" | "scratch">>,
+    Partial<Pick<SandboxLayer, "lowers" | "scratch" | "cleanups">>,
 ): PlannedRun {
   checkArgv(argv);
   const limits = parseLimits(o.limits, options.limits);
   const net = planNetwork(o, options, native.resolveHost);
-  let lowers = layer.lowers ?? [];
-  if (net.hosts.size > 0) {
-    if (!layer.scratch) throw new UsageError("names for /etc/hosts need a run's layer");
-    const dir = layer.scratch();
-    writeHostsLayer(dir, net.hosts);
-    lowers = [dir, ...lowers];
+  const secrets = Object.entries({ ...o.secrets, ...options.secrets }).map(([name, source]) =>
+    readSecret(name, source),
+  );
+  if (secrets.length > 0 && net.injects.length === 0) {
+    throw new UsageError(
+      `secret ${secrets.map((x) => x.name).join(", ")} goes nowhere: --inject 'HOST Header: {NAME}' says where`,
+      "EINVALID_SECRET",
+    );
   }
   const timeout = options.timeout ?? o.timeout;
   const cwd = options.cwd ?? o.cwd;
-  return {
+  const spec: PlannedRun = {
     helperPath: native.helperPath(),
     argv,
-    env: envStrings(buildEnv(process.env, { [SANDBOX_ENV]: layer.name }, o.env, options.env)),
+    env: [],
     cwd: cwd === undefined ? undefined : resolvePath(cwd),
     network: net.network,
     netRules: net.netRules,
@@ -73,9 +77,32 @@ export function runSpec(
     allowUnix: [...(o.allowUnix ?? []), ...(options.allowUnix ?? [])].map((p) => resolvePath(p)),
     hostname: layer.name,
     upper: { upper: layer.upper, work: layer.work },
-    ...(lowers.length > 0 ? { lowers } : {}),
     ...(limits ? { limits } : {}),
   };
+  // Last, once nothing else can fail: what lives beside the run (closeLayer ends it).
+  let lowers = layer.lowers ?? [];
+  let brokerEnv: Record<string, string> = {};
+  if (net.hosts.size > 0 || net.injects.length > 0) {
+    if (!layer.scratch || !layer.cleanups) throw new UsageError("network names need a run's layer");
+    const dir = layer.scratch();
+    writeHosts(dir, net.hosts);
+    if (net.injects.length > 0) {
+      const broker = startBroker({ secrets, injects: net.injects, addrs: net.hosts });
+      layer.cleanups.push(() => {
+        broker.stop();
+        native.close(broker.announceFd);
+      });
+      spec.divert = { rules: net.diverts, port: broker.port, fd: broker.announceFd };
+      brokerEnv = writeTrust(dir, broker.caPem);
+      for (const { name } of secrets) brokerEnv[name] = placeholder(name);
+    }
+    lowers = [dir, ...lowers];
+  }
+  if (lowers.length > 0) spec.lowers = lowers;
+  spec.env = envStrings(
+    buildEnv(process.env, { [SANDBOX_ENV]: layer.name }, brokerEnv, o.env, options.env),
+  );
+  return spec;
 }
 
 /** How a run's limits are held: by its cgroups, and the rest by the supervisor itself. */

@@ -7,9 +7,9 @@
 // once when the run starts: the guest may connect only to those addresses, and it finds them
 // through its view of /etc/hosts, which lists each allowed name (DNS itself, port 53, is one
 // more destination an allow-list refuses unless a rule names it).
-import { chownSync, lstatSync, mkdirSync, readFileSync, utimesSync, writeFileSync } from "node:fs";
 import { UsageError } from "../core/errors.js";
 import type { NetRule } from "../core/native.js";
+import { parseInject, type InjectRule } from "./broker/broker.js";
 
 /** The network of a run: "host" (the default), "none", or only what `allowNet` allows. */
 export type NetworkMode = "host" | "none";
@@ -30,6 +30,9 @@ export interface NetPlan {
   netRules: NetRule[];
   /** name → addresses, in the order given (--add-host first). */
   hosts: Map<string, string[]>;
+  /** The --inject rules, and the addresses whose connects go to the broker. */
+  injects: InjectRule[];
+  diverts: NetRule[];
 }
 
 /**
@@ -129,6 +132,7 @@ export interface NetOptions {
   network?: boolean | NetworkMode | undefined;
   allowNet?: readonly string[] | undefined;
   addHosts?: readonly string[] | undefined;
+  inject?: readonly string[] | undefined;
 }
 
 /**
@@ -161,33 +165,47 @@ export function planNetwork(
     );
   }
   const rules = none ? [] : parsed;
+  const injects = [...(o.inject ?? []), ...(run.inject ?? [])].map(parseInject);
+  if (none && injects.length > 0) {
+    throw new UsageError(
+      "--inject needs the network: it cannot go with --network none",
+      "EINVALID_NETWORK",
+    );
+  }
   const hosts = new Map<string, string[]>();
   for (const { name, addr } of added) hosts.set(name, [...(hosts.get(name) ?? []), addr]);
-  const netRules: NetRule[] = [];
-  for (const rule of rules) {
-    const { portLo, portHi } = rule;
-    if ("addr" in rule.host) {
-      netRules.push({ ...rule.host, portLo, portHi });
-      continue;
-    }
-    const name = rule.host.name;
+  const addrsOf = (name: string, what: string): string[] => {
     let addrs = hosts.get(name);
     if (addrs === undefined) {
       const found = resolve(name);
       if ("error" in found) {
-        throw new UsageError(
-          `--allow-net ${rule.text}: cannot resolve ${name}: ${found.error}`,
-          "ENET_RESOLVE",
-        );
+        throw new UsageError(`${what}: cannot resolve ${name}: ${found.error}`, "ENET_RESOLVE");
       }
       addrs = found.addrs;
       hosts.set(name, addrs);
     }
-    for (const addr of addrs)
-      netRules.push({ addr, prefix: ipFamily(addr) === 4 ? 32 : 128, portLo, portHi });
+    return addrs;
+  };
+  const one = (addr: string, portLo: number, portHi: number): NetRule => ({
+    addr,
+    prefix: ipFamily(addr) === 4 ? 32 : 128,
+    portLo,
+    portHi,
+  });
+  const netRules: NetRule[] = [];
+  for (const r of rules) {
+    const { portLo, portHi } = r;
+    if ("addr" in r.host) netRules.push({ ...r.host, portLo, portHi });
+    else
+      for (const a of addrsOf(r.host.name, `--allow-net ${r.text}`))
+        netRules.push(one(a, portLo, portHi));
+  }
+  const diverts: NetRule[] = [];
+  for (const i of injects) {
+    for (const a of addrsOf(i.host, `--inject ${i.host}`)) diverts.push(one(a, i.port, i.port));
   }
   const network = none ? "none" : given === "host" || rules.length === 0 ? "host" : "allow-list";
-  return { network, netRules, hosts };
+  return { network, netRules, hosts, injects, diverts };
 }
 
 /** /etc/hosts as the guest sees it: the host's, then a line for each name of the plan. */
@@ -195,32 +213,4 @@ export function hostsText(base: string, hosts: ReadonlyMap<string, readonly stri
   const lines = [...hosts].flatMap(([name, addrs]) => addrs.map((a) => `${a}\t${name}`));
   const head = base === "" || base.endsWith("\n") ? base : `${base}\n`;
   return `${head}# cvisor: --add-host and --allow-net names\n${lines.join("\n")}\n`;
-}
-
-/**
- * Writes a layer holding etc/hosts (the host's /etc/hosts with the plan's names) into dir, for
- * the run to show above its other layers. Mode, times and (as root) owner of /etc and of the
- * host's file are kept, as a copy-up keeps them.
- */
-export function writeHostsLayer(dir: string, hosts: ReadonlyMap<string, readonly string[]>): void {
-  let base = "";
-  try {
-    base = readFileSync("/etc/hosts", "utf8");
-  } catch {
-    // No /etc/hosts on this host: the guest's has only the plan's names.
-  }
-  mkdirSync(`${dir}/etc`, { recursive: true, mode: 0o755 });
-  writeFileSync(`${dir}/etc/hosts`, hostsText(base, hosts), { mode: 0o644 });
-  for (const [ours, host] of [
-    [`${dir}/etc/hosts`, "/etc/hosts"],
-    [`${dir}/etc`, "/etc"],
-  ] as const) {
-    try {
-      const st = lstatSync(host);
-      if (process.getuid?.() === 0) chownSync(ours, st.uid, st.gid);
-      utimesSync(ours, st.atime, st.mtime);
-    } catch {
-      // Only cosmetic: the layer shows the file all the same.
-    }
-  }
 }

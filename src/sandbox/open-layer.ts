@@ -45,6 +45,8 @@ export interface SandboxLayer {
   scratch(): string;
   /** What scratch() made. */
   scratches: EphemeralSandbox[];
+  /** Run by closeLayer, once (what a run started beside its guest: its credential broker). */
+  cleanups: (() => void)[];
 }
 
 /**
@@ -95,7 +97,9 @@ export function openLayer(name?: string, env: NodeJS.ProcessEnv = process.env): 
 }
 
 /** The scratch() of a layer: directories made as ephemeral sandboxes are, and swept as them. */
-function scratchOf(env: NodeJS.ProcessEnv): Pick<SandboxLayer, "scratch" | "scratches"> {
+function scratchOf(
+  env: NodeJS.ProcessEnv,
+): Pick<SandboxLayer, "scratch" | "scratches" | "cleanups"> {
   const scratches: EphemeralSandbox[] = [];
   const scratch = (): string => {
     const sb = openEphemeral(env);
@@ -104,7 +108,7 @@ function scratchOf(env: NodeJS.ProcessEnv): Pick<SandboxLayer, "scratch" | "scra
     mkdirSync(sb.upper, 0o755);
     return sb.upper;
   };
-  return { scratch, scratches };
+  return { scratch, scratches, cleanups: [] };
 }
 
 /** A named sandbox in use by a command that is not a run (cp): release() when done. */
@@ -175,6 +179,13 @@ function namedLowers(dir: string, name: string, env: NodeJS.ProcessEnv): string[
 /** Ends a run's layer: an ephemeral sandbox is removed, a named one's lastRun set. Never throws. */
 export function closeLayer(layer: SandboxLayer): void {
   if (layer.ephemeral) closeEphemeral(layer.ephemeral);
+  for (const cleanup of layer.cleanups.splice(0)) {
+    try {
+      cleanup();
+    } catch {
+      // Never in the way of closing the rest.
+    }
+  }
   for (const sb of layer.scratches.splice(0)) closeEphemeral(sb);
   if (layer.named) {
     // lastRun first, while the run record still keeps snapshots out: a snapshot's meta.json

@@ -4,6 +4,9 @@ import type { LimitHit, Limits, LimitsReport } from "./limits.js";
 import type { NetworkMode } from "./net-policy.js";
 import type { HookError, SyscallHook } from "./syscall-hook.js";
 
+/** A secret's value, or where to read it. */
+export type SecretSource = string | { env: string } | { file: string };
+
 /** Where a guest may bind an inet port and listen. */
 export type ListenPolicy = "loopback" | "any" | "none";
 
@@ -32,6 +35,16 @@ export interface SandboxOptions {
   allowNet?: readonly string[];
   /** Names the guest's /etc/hosts adds, as docker's --add-host: "name:ip" or "name=ip". */
   addHosts?: readonly string[];
+  /**
+   * Secrets the guest never holds: NAME → its value, or where to read it ({ env: "VAR" },
+   * { file: "path" }). The guest's NAME holds a placeholder; `inject` puts the value on requests.
+   */
+  secrets?: Readonly<Record<string, SecretSource>>;
+  /**
+   * "HOST[:PORT] Header-Name: value {NAME}" (port 443 by default): the credential broker adds
+   * the header to each HTTPS (or, on another port, HTTP) request the guest makes to HOST.
+   */
+  inject?: readonly string[];
   /**
    * Where a guest may bind an inet port and listen: "loopback" (the default: 127.0.0.0/8 and
    * ::1), "any", or "none".
@@ -82,6 +95,10 @@ export interface RunOptions {
   allowNet?: readonly string[];
   /** Added to the Sandbox's addHosts list. */
   addHosts?: readonly string[];
+  /** Merged over the Sandbox's secrets. */
+  secrets?: Readonly<Record<string, SecretSource>>;
+  /** Added to the Sandbox's inject list. */
+  inject?: readonly string[];
   listen?: ListenPolicy;
   allowListen?: boolean;
   /** Added to the Sandbox's allowUnix list. */

@@ -84,7 +84,27 @@ test("plans: the mode, the rules from names and addresses, and the names of /etc
     network: "host",
     netRules: [],
     hosts: new Map(),
+    injects: [],
+    diverts: [],
   });
+  // An injected host's addresses are diverted (TCP, its port), and listed in /etc/hosts.
+  const injected = planNetwork(
+    { inject: ["api.example.com X-Key: {K}"] },
+    { inject: ["api.example.com:8443 X-Key: {K}"] },
+    resolve,
+  );
+  assert.equal(injected.network, "host");
+  assert.deepEqual(injected.diverts, [
+    { addr: "192.0.2.10", prefix: 32, portLo: 443, portHi: 443 },
+    { addr: "2001:db8::10", prefix: 128, portLo: 443, portHi: 443 },
+    { addr: "192.0.2.10", prefix: 32, portLo: 8443, portHi: 8443 },
+    { addr: "2001:db8::10", prefix: 128, portLo: 8443, portHi: 8443 },
+  ]);
+  assert.deepEqual([...injected.hosts.keys()], ["api.example.com"]);
+  assert.throws(
+    () => planNetwork({ network: false, inject: ["api.example.com X: y"] }, {}, resolve),
+    /--inject needs the network/,
+  );
   assert.equal(planNetwork({ network: false }, {}, resolve).network, "none");
   assert.equal(planNetwork({}, { network: "none" }, resolve).network, "none");
   const list = planNetwork(

@@ -440,26 +440,36 @@ static int metadata_v4(const struct in_addr *a) { return (ntohl(a->s_addr) >> 16
 
 static const char *const METADATA = "a cloud metadata address (169.254.0.0/16, fd00:ec2::254) not named by --allow-net";
 
-/* Why the run refuses this destination, or NULL: in allow-list mode anything no rule allows; else
- * the metadata range, unless a rule names it. */
+/* Why the run refuses this destination, or NULL (*divert: the rule that diverts it): in allow-list
+ * mode anything no rule allows; else the metadata range, unless a rule names it. A send with an
+ * address on a stream socket (TCP Fast Open) would connect: not where a rule diverts connects. */
 static const char *inet_why(const struct cv_run *r, int k, const struct in_addr *v4, const struct in6_addr *v6,
-                            uint16_t port) {
+                            uint16_t port, int stream, int send, const struct cv_net_rule **divert) {
     static const unsigned char ec2[16] = {0xfd, 0, 0x0e, 0xc2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x02, 0x54};
-    if (cv_net_rules_allow(r->net_rules, r->nnet_rules, k, v4, v6, port)) return NULL;
+    const struct cv_net_rule *rule = cv_net_rules_find(r->net_rules, r->nnet_rules, k, v4, v6, port, stream);
+    if (rule && rule->divert) {
+        if (send) return "a diverted destination takes connects only (no TCP Fast Open)";
+        *divert = rule;
+        return NULL;
+    }
+    if (rule) return NULL;
     if (r->network == CV_NET_LIST) return "no --allow-net rule allows it";
     return (k == 4 ? metadata_v4(v4) : !memcmp(v6->s6_addr, ec2, sizeof ec2)) ? METADATA : NULL;
 }
 
-/* A destination the run refuses: -EACCES (and the denial noted), else 0. `send`: the address of a
- * send (see inet_read for AF_UNSPEC). */
-static int inet_refused(struct cv_notif *n, int domain, const struct sockaddr_storage *ss, socklen_t len, int send) {
+/* A destination the run refuses: -EACCES (and the denial noted), else 0 (*divert set when a rule
+ * diverts it). `send`: the address of a send (see inet_read for AF_UNSPEC). */
+static int inet_refused(struct cv_notif *n, int s, const struct sockaddr_storage *ss, socklen_t len, int send,
+                        const struct cv_net_rule **divert) {
     struct in_addr v4;
     struct in6_addr v6;
-    int k = inet_read(domain, ss, len, send, &v4, &v6);
+    *divert = NULL;
+    int k = inet_read(sock_domain(s), ss, len, send, &v4, &v6);
     if (!k) return 0;
     in_port_t port; /* at the same place in both */
     memcpy(&port, (const char *)ss + 2, sizeof port);
-    const char *why = inet_why(n->run, k, &v4, &v6, ntohs(port));
+    int stream = sock_type(s) == SOCK_STREAM;
+    const char *why = inet_why(n->run, k, &v4, &v6, ntohs(port), stream, send, divert);
     if (!why) return 0;
     char host[INET6_ADDRSTRLEN] = "";
     inet_ntop(k == 4 ? AF_INET : AF_INET6, k == 4 ? (const void *)&v4 : (const void *)&v6, host, sizeof host);
@@ -470,6 +480,40 @@ static int inet_refused(struct cv_notif *n, int domain, const struct sockaddr_st
 }
 
 /* ---- connect ------------------------------------------------------------------------------ */
+
+/* Where a divert rule sends this socket's connect: its target, v4-mapped on an AF_INET6 socket. */
+static void divert_target(int s, const struct cv_net_rule *rule, struct target *t) {
+    const struct sockaddr_in *to4 = (const struct sockaddr_in *)&rule->to;
+    memset(&t->ss, 0, sizeof t->ss);
+    if (rule->to.ss_family == AF_INET && sock_domain(s) == AF_INET6) {
+        struct sockaddr_in6 *m = (struct sockaddr_in6 *)&t->ss;
+        m->sin6_family = AF_INET6;
+        m->sin6_port = to4->sin_port;
+        m->sin6_addr.s6_addr[10] = m->sin6_addr.s6_addr[11] = 0xff;
+        memcpy(&m->sin6_addr.s6_addr[12], &to4->sin_addr, 4);
+        t->len = sizeof *m;
+        return;
+    }
+    t->len = rule->to.ss_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
+    memcpy(&t->ss, &rule->to, t->len);
+}
+
+/* "LOCALPORT ADDR PORT": a diverted connect, for the service it went to (cv_run_add_net_divert). */
+static void announce(struct cv_run *r, int s, const struct sockaddr_storage *asked) {
+    struct sockaddr_storage me;
+    socklen_t ml = sizeof me;
+    if (r->divert_fd < 0 || getsockname(s, (struct sockaddr *)&me, &ml) < 0) return;
+    struct in_addr v4;
+    struct in6_addr v6;
+    int k = inet_read(asked->ss_family, asked, sizeof *asked, 0, &v4, &v6);
+    char host[INET6_ADDRSTRLEN] = "", line[INET6_ADDRSTRLEN + 32];
+    inet_ntop(k == 4 ? AF_INET : AF_INET6, k == 4 ? (const void *)&v4 : (const void *)&v6, host, sizeof host);
+    in_port_t mine, port; /* at the same place in both families */
+    memcpy(&mine, (const char *)&me + 2, sizeof mine);
+    memcpy(&port, (const char *)asked + 2, sizeof port);
+    int l = snprintf(line, sizeof line, "%u %s %u\n", (unsigned)ntohs(mine), host, (unsigned)ntohs(port));
+    if (write(r->divert_fd, line, (size_t)l) < 0) return; /* the service then refuses it */
+}
 
 struct connect_job {
     int s;
@@ -524,14 +568,17 @@ static struct cv_reply do_connect(struct cv_notif *n) {
     int s = guest_socket(n, (int)a[0]);
     if (s < 0) return cv_err(-s);
     struct target t = {.obj = -1};
-    e = sock_domain(s) == AF_UNIX ? unix_target(n, &ss, len, &t) : inet_refused(n, sock_domain(s), &ss, len, 0);
+    const struct cv_net_rule *divert = NULL;
+    e = sock_domain(s) == AF_UNIX ? unix_target(n, &ss, len, &t) : inet_refused(n, s, &ss, len, 0, &divert);
     if (t.obj < 0 && e == 0) {
         memcpy(&t.ss, &ss, len);
         t.len = len;
+        if (divert) divert_target(s, divert, &t);
     }
     if (e == 0) {
         int block = blocking(s);
         e = connect_now(s, &t);
+        if (divert && (e == 0 || e == -EINPROGRESS)) announce(n->run, s, &ss);
         if (block && (e == -EINPROGRESS || (e == -EAGAIN && sock_domain(s) == AF_UNIX))) {
             struct connect_job *j = malloc(sizeof *j);
             if (!j) e = -ENOMEM;
@@ -633,8 +680,9 @@ static int read_message(struct cv_notif *n, int s, const struct request *q, stru
         if (sock_domain(s) == AF_UNIX) {
             e = unix_target(n, &ss, q->namelen, &m->name);
             if (e < 0) return e;
-        } else if ((e = inet_refused(n, sock_domain(s), &ss, q->namelen, 1)) < 0) {
-            return e;
+        } else {
+            const struct cv_net_rule *divert;
+            if ((e = inet_refused(n, s, &ss, q->namelen, 1, &divert)) < 0) return e;
         }
         if (m->name.obj < 0) {
             memcpy(&m->name.ss, &ss, q->namelen);

@@ -52,16 +52,42 @@ static int named_only(int k, const uint8_t *a) {
     return a[0] == 0xfe && (a[1] & 0xc0) == 0x80 ? 10 : 0; /* fe80::/10 */
 }
 
-int cv_net_rules_allow(const struct cv_net_rule *rules, size_t n, int k, const struct in_addr *v4,
-                       const struct in6_addr *v6, uint16_t port) {
+const struct cv_net_rule *cv_net_rules_find(const struct cv_net_rule *rules, size_t n, int k,
+                                            const struct in_addr *v4, const struct in6_addr *v6, uint16_t port,
+                                            int stream) {
     const uint8_t *a = k == 4 ? (const uint8_t *)&v4->s_addr : v6->s6_addr;
     int least = named_only(k, a);
+    const struct cv_net_rule *found = NULL;
     for (size_t i = 0; i < n; i++) {
         const struct cv_net_rule *r = &rules[i];
+        if (r->divert && !stream) continue;
         if (r->family == k && r->prefix >= least && port >= r->port_lo && port <= r->port_hi &&
-            prefix_eq(r->addr, a, r->prefix))
-            return 1;
+            prefix_eq(r->addr, a, r->prefix)) {
+            if (r->divert) return r;
+            if (!found) found = r;
+        }
     }
+    return found;
+}
+
+int cv_net_rules_allow(const struct cv_net_rule *rules, size_t n, int k, const struct in_addr *v4,
+                       const struct in6_addr *v6, uint16_t port) {
+    return cv_net_rules_find(rules, n, k, v4, v6, port, 0) != NULL;
+}
+
+int cv_net_rule_divert(struct cv_net_rule *rule, const char *to_addr, int to_port) {
+    if (!to_addr || to_port < 1 || to_port > 65535) return -1;
+    memset(&rule->to, 0, sizeof rule->to);
+    struct sockaddr_in *in = (struct sockaddr_in *)&rule->to;
+    struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&rule->to;
+    if (inet_pton(AF_INET, to_addr, &in->sin_addr) == 1) {
+        in->sin_family = AF_INET;
+        in->sin_port = htons((uint16_t)to_port);
+    } else if (inet_pton(AF_INET6, to_addr, &in6->sin6_addr) == 1) {
+        in6->sin6_family = AF_INET6;
+        in6->sin6_port = htons((uint16_t)to_port);
+    } else return -1;
+    rule->divert = 1;
     return 0;
 }
 

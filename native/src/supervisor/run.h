@@ -101,6 +101,7 @@ struct cv_run {
     int network;              /* enum cv_network */
     struct cv_net_rule *net_rules; /* cv_run_add_net_rule, fixed once the run starts */
     size_t nnet_rules, net_rules_cap;
+    int divert_fd;            /* where each diverted connect is announced, or -1 */
     int listen;               /* enum cv_listen */
     int ctty;                 /* the guest's session takes its stdin as controlling terminal */
     char *cgroup_procs[CV_MAX_CGROUPS]; /* cgroup.procs files the init joins (limits.c) */

@@ -12,6 +12,7 @@ import * as native from "../../core/native.js";
 import { createPlannedRun, finishRun, releaseLimits, runSpec } from "../../sandbox/native-run.js";
 import { toRunResult } from "../../sandbox/result.js";
 import type { RunResult } from "../../sandbox/types.js";
+import { parseSecret } from "../../sandbox/broker/broker.js";
 import { closeLayer, openLayer } from "../../sandbox/open-layer.js";
 import { NotFoundError, UsageError } from "../../core/errors.js";
 import { writeStderr } from "../errors.js";
@@ -40,6 +41,16 @@ export const RUN_OPTIONS: readonly RunOption[] = [
   {
     flags: "--allow-net <rule>",
     help: "let the guest reach only what such rules allow: HOST[:PORT], IP[/PREFIX][:PORT], [IPv6]:PORT, ports as 8000-8100; repeatable",
+    repeat: true,
+  },
+  {
+    flags: "--secret <NAME=SOURCE>",
+    help: "a secret the guest never holds, SOURCE env:VAR or file:PATH (the guest's NAME has a placeholder): --inject puts it on requests; repeatable",
+    repeat: true,
+  },
+  {
+    flags: "--inject <rule>",
+    help: "'HOST[:PORT] Header: value', {NAME} for a --secret: set the header on each request to HOST (port 443 by default); repeatable",
     repeat: true,
   },
   {
@@ -190,6 +201,13 @@ export async function action(plan: RunPlan): Promise<number> {
         ...(plan.network !== undefined ? { network: plan.network } : {}),
         allowNet: plan.allowNet,
         addHosts: plan.addHosts,
+        inject: plan.inject,
+        secrets: Object.fromEntries(
+          plan.secrets.map((text) => {
+            const { name, source } = parseSecret(text);
+            return [name, source];
+          }),
+        ),
         listen: plan.listen,
         hide: plan.hide,
         expose: plan.expose,

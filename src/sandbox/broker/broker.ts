@@ -1,0 +1,223 @@
+// The host side of the credential broker: --secret NAME=env:VAR|file:PATH reads a secret here,
+// --inject 'HOST[:PORT] Header: value {NAME}' names where it goes. The guest gets a placeholder
+// in NAME instead of the value; its TCP connects to HOST:PORT (443 unless given) are diverted by
+// the supervisor to a broker process of this run (./main.ts), which terminates TLS with a
+// certificate signed by a CA made for this run alone, and puts the headers on each request to
+// that host only. The guest trusts that CA through its view of the system's certificate bundle
+// (a layer of the run's own) and the usual variables. The CA's key exists only in this process,
+// for as long as it takes to sign the hosts' certificates; the secrets only here and in the
+// broker.
+import { readFileSync, writeSync, closeSync, readSync, existsSync } from "node:fs";
+import { join } from "node:path";
+import { builtin } from "../../core/builtin.js";
+import { SetupError, UsageError } from "../../core/errors.js";
+import * as native from "../../core/native.js";
+import type { SecretSource } from "../types.js";
+import type { BrokerConfig, BrokerHost } from "./main.js";
+import { makeCa, makeServerCert } from "./x509.js";
+
+/** One --inject rule, parsed. */
+export interface InjectRule {
+  host: string;
+  port: number;
+  header: string;
+  /** The value, with {NAME} for each secret. */
+  template: string;
+}
+
+const SECRET_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
+const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+const HOST_NAME =
+  /^(?=.{1,253}$)[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?(?:\.[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?)*$/i;
+
+/** What the guest sees in NAME instead of the secret. */
+export function placeholder(name: string): string {
+  return `cvisor-secret-placeholder-${name}`;
+}
+
+/** Parses `NAME=env:VAR` or `NAME=file:PATH`. */
+export function parseSecret(text: string): { name: string; source: SecretSource } {
+  const m = /^([^=]+)=(env|file):(.+)$/.exec(typeof text === "string" ? text : "");
+  const name = m?.[1] ?? "";
+  if (!m || !SECRET_NAME.test(name)) {
+    throw new UsageError(
+      `invalid --secret '${String(text)}': use NAME=env:VAR or NAME=file:PATH`,
+      "EINVALID_SECRET",
+    );
+  }
+  const from = m[3] ?? "";
+  return { name, source: m[2] === "env" ? { env: from } : { file: from } };
+}
+
+/** A secret's value: given, or read from this process's environment or a file (one trailing newline dropped). */
+export function readSecret(
+  name: string,
+  source: SecretSource,
+  env: NodeJS.ProcessEnv = process.env,
+): { name: string; value: string } {
+  if (!SECRET_NAME.test(name)) {
+    throw new UsageError(`invalid secret name '${name}': letters, digits and _`, "EINVALID_SECRET");
+  }
+  let value: string | undefined;
+  let where = "its value";
+  if (typeof source === "string") value = source;
+  else if (source !== null && typeof source === "object" && "env" in source) {
+    value = env[source.env];
+    where = `$${source.env}`;
+  } else if (source !== null && typeof source === "object" && "file" in source) {
+    where = source.file;
+    try {
+      value = readFileSync(source.file, "utf8").replace(/\r?\n$/, "");
+    } catch (err) {
+      const why = (err as NodeJS.ErrnoException).code ?? String(err);
+      throw new UsageError(
+        `--secret ${name}: cannot read ${source.file}: ${why}`,
+        "EINVALID_SECRET",
+      );
+    }
+  } else {
+    throw new UsageError(`secret ${name}: a string, { env } or { file }`, "EINVALID_SECRET");
+  }
+  if (value === undefined || value === "") {
+    throw new UsageError(`--secret ${name}: ${where} is empty or not set`, "EINVALID_SECRET");
+  }
+  if (/[\r\n\0]/.test(value)) {
+    throw new UsageError(
+      `--secret ${name}: a secret cannot hold a line break or NUL`,
+      "EINVALID_SECRET",
+    );
+  }
+  return { name, value };
+}
+
+/** Parses `HOST[:PORT] Header-Name: value`. */
+export function parseInject(text: string): InjectRule {
+  const m = /^(\S+)\s+([^:\s]+):\s*(.*)$/.exec(typeof text === "string" ? text : "");
+  const bad = (why: string): UsageError =>
+    new UsageError(`invalid --inject '${String(text)}': ${why}`, "EINVALID_INJECT");
+  if (!m)
+    throw bad(
+      "use 'HOST[:PORT] Header-Name: value', e.g. 'api.example.com Authorization: Bearer {API_KEY}'",
+    );
+  const [hostText = "", header = "", template = ""] = [m[1], m[2], m[3]];
+  const hp = /^([^:]+)(?::(\d{1,5}))?$/.exec(hostText);
+  const host = (hp?.[1] ?? "").toLowerCase();
+  const port = hp?.[2] === undefined ? 443 : Number(hp[2]);
+  if (!hp || !HOST_NAME.test(host) || /^[\d.]+$/.test(host))
+    throw bad(`'${hostText}' is not a host name`);
+  if (!(port >= 1 && port <= 65535)) throw bad(`${port} is not a port`);
+  if (!HEADER_NAME.test(header)) throw bad(`'${header}' is not a header name`);
+  if (/[\r\n\0]/.test(template)) throw bad("a header value cannot hold a line break");
+  return { host, port, header, template };
+}
+
+export interface BrokerSpec {
+  secrets: readonly { name: string; value: string }[];
+  injects: readonly InjectRule[];
+  /** Each injected host's addresses (resolved like --allow-net names). */
+  addrs: ReadonlyMap<string, readonly string[]>;
+}
+
+export interface Broker {
+  /** Where the supervisor diverts each injected host's connects. */
+  port: number;
+  /** The write end of the announcements: the run's (cv_run_set_divert_fd); close it after. */
+  announceFd: number;
+  /** The run's CA, PEM: the guest trusts it. */
+  caPem: string;
+  /** The broker ends with the run (the announcements' EOF); this ends it sooner. */
+  stop(): void;
+}
+
+/** The header values, each {NAME} replaced by its secret (an unknown NAME is refused). */
+function headerValues(spec: BrokerSpec, host: string, port: number): [string, string][] {
+  const secrets = new Map(spec.secrets.map((s) => [s.name, s.value]));
+  return spec.injects
+    .filter((r) => r.host === host && r.port === port)
+    .map((r) => [
+      r.header,
+      r.template.replace(/\{([A-Za-z_][A-Za-z0-9_]*)\}/g, (all, name: string) => {
+        const value = secrets.get(name);
+        if (value === undefined) {
+          throw new UsageError(
+            `--inject ${r.host}: no --secret ${name} for {${name}}`,
+            "EINVALID_INJECT",
+          );
+        }
+        return value;
+      }),
+    ]);
+}
+
+/** Starts the broker process of a run (blocks until it listens). */
+export function startBroker(spec: BrokerSpec): Broker {
+  const caName = `cvisor run CA ${process.pid}-${Date.now().toString(36)}`;
+  const ca = makeCa(caName);
+  const keys = new Set(spec.injects.map((r) => `${r.host}:${r.port}`));
+  const hosts: BrokerHost[] = [...keys].map((key) => {
+    const [name = "", port = "0"] = key.split(":");
+    const server = makeServerCert(ca, caName, name);
+    return {
+      name,
+      port: Number(port),
+      addrs: [...(spec.addrs.get(name) ?? [])],
+      headers: headerValues(spec, name, Number(port)),
+      cert: server.cert,
+      key: server.key.export({ type: "pkcs8", format: "pem" }).toString(),
+    };
+  });
+  const config: BrokerConfig = {
+    hosts,
+    scrub: spec.secrets.map((s) => ({ secret: s.value, placeholder: placeholder(s.name) })),
+  };
+  const [cfgR, cfgW] = native.pipe();
+  const [readyR, readyW] = native.pipe();
+  const [annR, annW] = native.pipe();
+  // child_process only here: a plain run does not load it.
+  const { spawn } = builtin<typeof import("node:child_process")>("node:child_process");
+  const main = join(native.packageRoot(), "dist", "src", "sandbox", "broker", "main.js");
+  try {
+    if (!existsSync(main))
+      throw new SetupError(`the credential broker is missing: ${main}`, "EBROKER");
+    const child = spawn(process.execPath, [main], {
+      stdio: ["ignore", "ignore", "inherit", cfgR, readyW, annR],
+    });
+    child.unref();
+    closeSync(cfgR);
+    closeSync(readyW);
+    closeSync(annR);
+    const payload = Buffer.from(JSON.stringify(config));
+    for (let at = 0; at < payload.length;) at += writeSync(cfgW, payload, at);
+    closeSync(cfgW);
+    const buf = Buffer.alloc(32);
+    let got = "";
+    for (let n; !got.includes("\n") && (n = readSync(readyR, buf)) > 0;)
+      got += buf.toString("utf8", 0, n);
+    closeSync(readyR);
+    const port = Number.parseInt(got, 10);
+    if (!(port > 0)) {
+      child.kill("SIGKILL");
+      throw new SetupError(
+        "the credential broker did not start (see its message above)",
+        "EBROKER",
+      );
+    }
+    return {
+      port,
+      announceFd: annW,
+      caPem: ca.cert,
+      stop: () => {
+        if (child.exitCode === null) child.kill("SIGTERM");
+      },
+    };
+  } catch (err) {
+    for (const fd of [cfgR, cfgW, readyR, readyW, annR, annW]) {
+      try {
+        closeSync(fd);
+      } catch {
+        // already closed
+      }
+    }
+    throw err;
+  }
+}

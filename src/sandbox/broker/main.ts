@@ -1,0 +1,234 @@
+// The credential broker of one run (node main.js, started by ./broker.ts): the guest's TCP
+// connects to an --inject host are diverted here by the supervisor, which announces each one
+// (its local port and the destination the guest asked for) on fd 5 before the guest learns of
+// it; connections nobody announced are closed, so no other process of the host, and no other
+// sandbox, is served. TLS is terminated with a certificate for the host signed by the run's CA,
+// each HTTP/1.1 request is sent on to the real host (verified against this host's trust store)
+// with the injected headers, and every secret is replaced by its placeholder in what comes back.
+//
+//   fd 3: the configuration, JSON (BrokerConfig), to EOF; fd 4: "PORT\n" once listening;
+//   fd 5: the announcements, "LOCALPORT ADDR PORT\n"; its EOF (the run is over) ends the broker.
+import { closeSync, createReadStream, readFileSync, writeSync } from "node:fs";
+import http from "node:http";
+import https from "node:https";
+import net from "node:net";
+import { Transform, type TransformCallback } from "node:stream";
+import tls from "node:tls";
+
+export interface BrokerHost {
+  name: string;
+  port: number;
+  /** The addresses the guest reaches the host at (the divert rules'). */
+  addrs: string[];
+  /** Header name → value, the secrets already in. */
+  headers: [string, string][];
+  /** Its server certificate and key, PEM. */
+  cert: string;
+  key: string;
+}
+
+export interface BrokerConfig {
+  hosts: BrokerHost[];
+  /** Each secret's value and what the guest sees instead. */
+  scrub: { secret: string; placeholder: string }[];
+}
+
+interface Announced {
+  addr: string;
+  port: number;
+}
+
+const HOP_BY_HOP = new Set([
+  "connection",
+  "keep-alive",
+  "proxy-connection",
+  "proxy-authorization",
+  "te",
+  "trailer",
+  "transfer-encoding",
+  "upgrade",
+  // Bodies are scrubbed of secrets: they must come back uncompressed.
+  "accept-encoding",
+]);
+
+function log(message: string): void {
+  process.stderr.write(`cvisor: broker: ${message}\n`);
+}
+
+function scrubText(text: string, scrub: BrokerConfig["scrub"]): string {
+  let out = text;
+  for (const { secret, placeholder } of scrub) out = out.split(secret).join(placeholder);
+  return out;
+}
+
+/** Replaces each secret by its placeholder in a stream, across chunk boundaries. */
+class Scrubber extends Transform {
+  private tail: Buffer = Buffer.alloc(0);
+  private readonly keep: number;
+  constructor(private readonly scrub: BrokerConfig["scrub"]) {
+    super();
+    this.keep = Math.max(0, ...scrub.map((s) => Buffer.byteLength(s.secret) - 1));
+  }
+  override _transform(chunk: Buffer, _enc: BufferEncoding, done: TransformCallback): void {
+    const all = this.replace(Buffer.concat([this.tail, chunk]));
+    const cut = Math.max(0, all.length - this.keep);
+    this.tail = all.subarray(cut);
+    done(null, all.subarray(0, cut));
+  }
+  override _flush(done: TransformCallback): void {
+    done(null, this.tail);
+  }
+  private replace(buf: Buffer): Buffer {
+    let out = buf;
+    for (const { secret, placeholder } of this.scrub) {
+      const s = Buffer.from(secret);
+      const p = Buffer.from(placeholder);
+      const parts: Buffer[] = [];
+      let from = 0;
+      for (let at = out.indexOf(s); at >= 0; at = out.indexOf(s, from)) {
+        parts.push(out.subarray(from, at), p);
+        from = at + s.length;
+      }
+      if (parts.length > 0) out = Buffer.concat([...parts, out.subarray(from)]);
+    }
+    return out;
+  }
+}
+
+function main(): void {
+  const config = JSON.parse(readFileSync(3, "utf8")) as BrokerConfig;
+  closeSync(3);
+  const announced = new Map<number, Announced>();
+  const waiting = new Map<number, (a: Announced) => void>();
+  let pending = "";
+  const announcements = createReadStream("", { fd: 5 });
+  announcements.on("data", (chunk) => {
+    pending += chunk.toString();
+    for (let nl = pending.indexOf("\n"); nl >= 0; nl = pending.indexOf("\n")) {
+      const [local, addr, port] = pending.slice(0, nl).split(" ");
+      pending = pending.slice(nl + 1);
+      const a = { addr: addr ?? "", port: Number(port) };
+      const waiter = waiting.get(Number(local));
+      if (waiter) waiter(a);
+      else announced.set(Number(local), a);
+    }
+  });
+  announcements.on("end", () => process.exit(0));
+  announcements.on("error", () => process.exit(0));
+  // The run ends the broker (fd 5's EOF); a ^C meant for the guest must not end it first.
+  process.on("SIGINT", () => undefined);
+
+  const contexts = new Map(
+    config.hosts.map((h) => [h, tls.createSecureContext({ cert: h.cert, key: h.key })]),
+  );
+  // What each connection (the TLS socket, or the plain one) is for.
+  const routes = new WeakMap<net.Socket, { hosts: BrokerHost[]; orig: Announced; tls: boolean }>();
+
+  const proxy = http.createServer((req, res) => {
+    const route = routes.get(req.socket);
+    const asked = (req.headers.host ?? "").replace(/:\d+$/, "").toLowerCase();
+    const named = route?.tls ? (req.socket as tls.TLSSocket).servername || asked : asked;
+    const host = route?.hosts.find((h) => h.name === named);
+    if (!route || !host || (asked !== "" && asked !== host.name)) {
+      res.writeHead(421, { "content-type": "text/plain" });
+      res.end(`cvisor broker: no --inject rule for host ${asked || named || "(none)"}\n`);
+      return;
+    }
+    const headers: http.OutgoingHttpHeaders = {};
+    for (const [k, v] of Object.entries(req.headers)) if (!HOP_BY_HOP.has(k)) headers[k] = v;
+    headers.host = host.port === (route.tls ? 443 : 80) ? host.name : `${host.name}:${host.port}`;
+    for (const [k, v] of host.headers) headers[k.toLowerCase()] = v;
+    const options = {
+      host: route.orig.addr,
+      port: route.orig.port,
+      method: req.method,
+      path: req.url,
+      headers,
+    };
+    const upstream = route.tls
+      ? https.request({ ...options, servername: host.name })
+      : http.request(options);
+    upstream.on("response", (up) => {
+      const out: http.OutgoingHttpHeaders = {};
+      for (const [k, v] of Object.entries(up.headers)) {
+        if (k === "content-length" || k === "transfer-encoding" || k === "connection") continue;
+        out[k] = Array.isArray(v)
+          ? v.map((x) => scrubText(x, config.scrub))
+          : v === undefined
+            ? v
+            : scrubText(v, config.scrub);
+      }
+      res.writeHead(up.statusCode ?? 502, up.statusMessage, out);
+      up.pipe(new Scrubber(config.scrub)).pipe(res);
+    });
+    upstream.on("error", (err) => {
+      log(`${host.name}:${host.port}: ${err.message}`);
+      if (!res.headersSent) res.writeHead(502, { "content-type": "text/plain" });
+      res.end(`cvisor broker: ${host.name}:${host.port}: ${err.message}\n`);
+    });
+    req.pipe(upstream);
+  });
+  proxy.on("clientError", (_err, sock) => sock.destroy());
+
+  const serve = (sock: net.Socket, orig: Announced): void => {
+    const hosts = config.hosts.filter((h) => h.port === orig.port && h.addrs.includes(orig.addr));
+    if (hosts.length === 0) {
+      sock.destroy();
+      return;
+    }
+    sock.once("data", (first: Buffer) => {
+      sock.pause();
+      sock.unshift(first);
+      if (first[0] !== 0x16) {
+        routes.set(sock, { hosts, orig, tls: false });
+        proxy.emit("connection", sock);
+        sock.resume();
+        return;
+      }
+      const only = hosts.length === 1 ? hosts[0] : undefined;
+      const secure = new tls.TLSSocket(sock, {
+        isServer: true,
+        ALPNProtocols: ["http/1.1"],
+        ...(only ? { secureContext: contexts.get(only) } : {}),
+        SNICallback: (servername, done) => {
+          const h = hosts.find((x) => x.name === servername.toLowerCase());
+          if (h) done(null, contexts.get(h));
+          else done(new Error(`no --inject rule for ${servername}`));
+        },
+      });
+      secure.on("error", () => secure.destroy());
+      routes.set(secure, { hosts, orig, tls: true });
+      proxy.emit("connection", secure);
+    });
+    sock.on("error", () => sock.destroy());
+    sock.resume();
+  };
+
+  const server = net.createServer({ pauseOnConnect: true }, (sock) => {
+    const local = sock.remotePort ?? -1;
+    const orig = announced.get(local);
+    if (orig) {
+      announced.delete(local);
+      serve(sock, orig);
+      return;
+    }
+    // The supervisor announces before the guest's connect returns, but the two reach us apart.
+    const timer = setTimeout(() => {
+      waiting.delete(local);
+      sock.destroy();
+    }, 2000);
+    waiting.set(local, (a) => {
+      clearTimeout(timer);
+      waiting.delete(local);
+      serve(sock, a);
+    });
+  });
+  server.listen(0, "127.0.0.1", () => {
+    const address = server.address();
+    const port = typeof address === "object" && address ? address.port : 0;
+    writeSync(4, `${port}\n`);
+    closeSync(4);
+  });
+}
+
+main();
