@@ -113,9 +113,9 @@ CV_API int cv_run_add_net_rule(cv_run *r, const char *addr, int prefix, int port
 /* The same destinations, but a TCP connect there is made to to_addr:to_port instead (a host-side
  * service of the caller's, such as a proxy), on the supervisor's copy of the socket; UDP is not
  * diverted, and a TCP Fast Open send there is refused. Each diverted connect is announced on the
- * cv_run_set_divert_fd fd, before the guest learns of it, as one line "LOCALPORT ADDR PORT\n":
- * the socket's local port and the destination the guest asked for, so the service can serve
- * only those connections. Repeatable. */
+ * cv_run_set_divert_fd fd, before the guest learns of it, as one line
+ * "LOCALADDR LOCALPORT ADDR PORT\n": the socket's own address and the destination the guest asked
+ * for, so the service can serve only those connections. Repeatable. */
 CV_API int cv_run_add_net_divert(cv_run *r, const char *addr, int prefix, int port_lo, int port_hi,
                                  const char *to_addr, int to_port);
 CV_API int cv_run_set_divert_fd(cv_run *r, int fd); /* dup'd (the caller closes its own) */

@@ -498,20 +498,28 @@ static void divert_target(int s, const struct cv_net_rule *rule, struct target *
     memcpy(&t->ss, &rule->to, t->len);
 }
 
-/* "LOCALPORT ADDR PORT": a diverted connect, for the service it went to (cv_run_add_net_divert). */
+/* An inet address as text (a v4-mapped one as IPv4) and its port, as inet_read reads it. */
+static uint16_t inet_text(const struct sockaddr_storage *ss, char *out, size_t len) {
+    struct in_addr v4;
+    struct in6_addr v6;
+    int k = inet_read(ss->ss_family, ss, sizeof *ss, 0, &v4, &v6);
+    out[0] = 0;
+    if (k) inet_ntop(k == 4 ? AF_INET : AF_INET6, k == 4 ? (const void *)&v4 : (const void *)&v6, out, (socklen_t)len);
+    in_port_t port; /* at the same place in both families */
+    memcpy(&port, (const char *)ss + 2, sizeof port);
+    return ntohs(port);
+}
+
+/* "LOCALADDR LOCALPORT ADDR PORT": a diverted connect, from where, and where the guest asked it
+ * to go: for the service it reached instead (cv_run_add_net_divert). */
 static void announce(struct cv_run *r, int s, const struct sockaddr_storage *asked) {
     struct sockaddr_storage me;
     socklen_t ml = sizeof me;
+    memset(&me, 0, sizeof me);
     if (r->divert_fd < 0 || getsockname(s, (struct sockaddr *)&me, &ml) < 0) return;
-    struct in_addr v4;
-    struct in6_addr v6;
-    int k = inet_read(asked->ss_family, asked, sizeof *asked, 0, &v4, &v6);
-    char host[INET6_ADDRSTRLEN] = "", line[INET6_ADDRSTRLEN + 32];
-    inet_ntop(k == 4 ? AF_INET : AF_INET6, k == 4 ? (const void *)&v4 : (const void *)&v6, host, sizeof host);
-    in_port_t mine, port; /* at the same place in both families */
-    memcpy(&mine, (const char *)&me + 2, sizeof mine);
-    memcpy(&port, (const char *)asked + 2, sizeof port);
-    int l = snprintf(line, sizeof line, "%u %s %u\n", (unsigned)ntohs(mine), host, (unsigned)ntohs(port));
+    char local[INET6_ADDRSTRLEN], host[INET6_ADDRSTRLEN], line[2 * INET6_ADDRSTRLEN + 32];
+    unsigned mine = inet_text(&me, local, sizeof local), port = inet_text(asked, host, sizeof host);
+    int l = snprintf(line, sizeof line, "%s %u %s %u\n", local, mine, host, port);
     if (write(r->divert_fd, line, (size_t)l) < 0) return; /* the service then refuses it */
 }
 

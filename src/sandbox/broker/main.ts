@@ -1,13 +1,15 @@
 // The credential broker of one run (node main.js, started by ./broker.ts): the guest's TCP
 // connects to an --inject host are diverted here by the supervisor, which announces each one
-// (its local port and the destination the guest asked for) on fd 5 before the guest learns of
-// it; connections nobody announced are closed, so no other process of the host, and no other
-// sandbox, is served. TLS is terminated with a certificate for the host signed by the run's CA,
-// each HTTP/1.1 request is sent on to the real host (verified against this host's trust store)
-// with the injected headers, and every secret is replaced by its placeholder in what comes back.
+// (the guest socket's own address and port, and the destination it asked for) on fd 5 before
+// the guest learns of it; a connection nobody announced is closed, so no other process of the
+// host, and no other sandbox, is served. TLS is terminated with a certificate for the host
+// signed by the run's CA, each HTTP/1.1 request is sent on to the real host (verified against
+// this host's trust store) with the injected headers, and every secret is replaced by its
+// placeholder in what comes back.
 //
 //   fd 3: the configuration, JSON (BrokerConfig), to EOF; fd 4: "PORT\n" once listening;
-//   fd 5: the announcements, "LOCALPORT ADDR PORT\n"; its EOF (the run is over) ends the broker.
+//   fd 5: the announcements, "LOCALADDR LOCALPORT ADDR PORT\n" (where the guest's socket is, and
+//   where it asked to go); its EOF (the run is over) ends the broker.
 import { closeSync, createReadStream, readFileSync, writeSync } from "node:fs";
 import http from "node:http";
 import https from "node:https";
@@ -98,19 +100,21 @@ class Scrubber extends Transform {
 function main(): void {
   const config = JSON.parse(readFileSync(3, "utf8")) as BrokerConfig;
   closeSync(3);
-  const announced = new Map<number, Announced>();
-  const waiting = new Map<number, (a: Announced) => void>();
+  // Keyed by the guest socket's own address and port: what this end sees as the remote one.
+  const announced = new Map<string, Announced>();
+  const waiting = new Map<string, (a: Announced) => void>();
   let pending = "";
   const announcements = createReadStream("", { fd: 5 });
   announcements.on("data", (chunk) => {
     pending += chunk.toString();
     for (let nl = pending.indexOf("\n"); nl >= 0; nl = pending.indexOf("\n")) {
-      const [local, addr, port] = pending.slice(0, nl).split(" ");
+      const [from, fromPort, addr, port] = pending.slice(0, nl).split(" ");
       pending = pending.slice(nl + 1);
+      const key = `${from} ${fromPort}`;
       const a = { addr: addr ?? "", port: Number(port) };
-      const waiter = waiting.get(Number(local));
+      const waiter = waiting.get(key);
       if (waiter) waiter(a);
-      else announced.set(Number(local), a);
+      else announced.set(key, a);
     }
   });
   announcements.on("end", () => process.exit(0));
@@ -205,7 +209,7 @@ function main(): void {
   };
 
   const server = net.createServer({ pauseOnConnect: true }, (sock) => {
-    const local = sock.remotePort ?? -1;
+    const local = `${(sock.remoteAddress ?? "").replace(/^::ffff:/, "")} ${sock.remotePort ?? -1}`;
     const orig = announced.get(local);
     if (orig) {
       announced.delete(local);
