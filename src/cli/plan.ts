@@ -3,7 +3,7 @@
 import { CvisorError } from "../core/errors.js";
 import { parseDuration } from "../sandbox/duration.js";
 import { parseLimits, type ParsedLimits } from "../sandbox/limits.js";
-import { parseInject, parseSecret } from "../sandbox/broker/broker.js";
+import { parseHttpRule, parseInject, parseSecret } from "../sandbox/broker/broker.js";
 import { parseAddHost, parseAllowRule, type NetworkMode } from "../sandbox/net-policy.js";
 import type { ListenPolicy } from "../sandbox/types.js";
 import { validateSandboxName } from "../store/sandboxes.js";
@@ -26,6 +26,7 @@ export interface RunPlan {
   /** --secret and --inject (checked; the secrets are read when the run starts). */
   secrets: string[];
   inject: string[];
+  allowHttp: string[];
   listen: ListenPolicy;
   /** 0: no deadline. */
   timeoutMs: number;
@@ -119,6 +120,7 @@ export interface RootOptions {
   addHost?: string[];
   secret?: string[];
   inject?: string[];
+  allowHttp?: string[];
   allowListen?: boolean;
   /** false: --no-listen. */
   listen?: boolean;
@@ -201,11 +203,13 @@ export function buildRunPlan(
   const addHosts = opts.addHost ?? [];
   const secrets = opts.secret ?? [];
   const inject = opts.inject ?? [];
+  const allowHttp = opts.allowHttp ?? [];
   try {
     allowNet.forEach(parseAllowRule);
     addHosts.forEach(parseAddHost);
     secrets.forEach(parseSecret);
     inject.forEach(parseInject);
+    allowHttp.forEach(parseHttpRule);
   } catch (err) {
     if (err instanceof CvisorError) return usageError(err.message);
     throw err;
@@ -225,6 +229,7 @@ export function buildRunPlan(
     addHosts,
     secrets,
     inject,
+    allowHttp,
     listen: opts.allowListen ? "any" : opts.listen === false ? "none" : "loopback",
     timeoutMs,
     json: Boolean(opts.json),

@@ -9,7 +9,7 @@ import { parseDuration } from "./duration.js";
 import { buildEnv, envStrings, SANDBOX_ENV } from "./env.js";
 import { runFailure } from "./result.js";
 import { parseLimits, type LimitsReport, type ParsedLimits } from "./limits.js";
-import { placeholder, readSecret, startBroker } from "./broker/broker.js";
+import { parseHttpRule, placeholder, readSecret, startBroker } from "./broker/broker.js";
 import { planNetwork } from "./net-policy.js";
 import { writeHosts, writeTrust } from "./run-layer.js";
 import type { SandboxLayer } from "./open-layer.js";
@@ -56,6 +56,13 @@ export function runSpec(
   const secrets = Object.entries({ ...o.secrets, ...options.secrets }).map(([name, source]) =>
     readSecret(name, source),
   );
+  const requests = [...(o.allowHttp ?? []), ...(options.allowHttp ?? [])].map(parseHttpRule);
+  if (requests.length > 0 && net.injects.length === 0) {
+    throw new UsageError(
+      "--allow-http rules are checked by the credential broker: they need an --inject for their host",
+      "EINVALID_HTTP_RULE",
+    );
+  }
   if (secrets.length > 0 && net.injects.length === 0) {
     throw new UsageError(
       `secret ${secrets.map((x) => x.name).join(", ")} goes nowhere: --inject 'HOST Header: {NAME}' says where`,
@@ -87,7 +94,7 @@ export function runSpec(
     const dir = layer.scratch();
     writeHosts(dir, net.hosts);
     if (net.injects.length > 0) {
-      const broker = startBroker({ secrets, injects: net.injects, addrs: net.hosts });
+      const broker = startBroker({ secrets, injects: net.injects, requests, addrs: net.hosts });
       layer.cleanups.push(() => {
         broker.stop();
         native.close(broker.announceFd);

@@ -46,6 +46,11 @@ export interface SandboxOptions {
    */
   inject?: readonly string[];
   /**
+   * "HOST[:PORT] METHOD[,METHOD] PATH" ("*": any method; a PATH ending in "*" is a prefix): with
+   * any for an injected host, the broker sends on only the requests one of them allows (403).
+   */
+  allowHttp?: readonly string[];
+  /**
    * Where a guest may bind an inet port and listen: "loopback" (the default: 127.0.0.0/8 and
    * ::1), "any", or "none".
    */
@@ -99,6 +104,8 @@ export interface RunOptions {
   secrets?: Readonly<Record<string, SecretSource>>;
   /** Added to the Sandbox's inject list. */
   inject?: readonly string[];
+  /** Added to the Sandbox's allowHttp list. */
+  allowHttp?: readonly string[];
   listen?: ListenPolicy;
   allowListen?: boolean;
   /** Added to the Sandbox's allowUnix list. */

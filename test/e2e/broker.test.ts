@@ -312,6 +312,49 @@ gtest(
   { timeout: 120_000 },
 );
 
+gtest("--allow-http: the broker sends on only the requests a rule allows", async (fx) => {
+  const w = await world(fx.scratch);
+  try {
+    const base = `https://api.test:${w.api.port}`;
+    const status = (method: string, path: string): string =>
+      `curl -sS --path-as-is -o /dev/null -w '${method} ${path} %{http_code}\\n' -X ${method} '${base}${path}'`;
+    const r = await cvisor(
+      [...w.args, "--allow-http", `api.test:${w.api.port} GET /v1/*`],
+      [
+        "sh",
+        "-c",
+        [
+          status("GET", "/v1/models"),
+          status("POST", "/v1/models"),
+          status("GET", "/v2/models"),
+          status("GET", "/v1/../v2/models"),
+          status("GET", "/v1/%2e%2e/v2"),
+        ].join("; "),
+      ],
+      { extraEnv: w.env },
+    );
+    assert.equal(
+      r.out,
+      [
+        "GET /v1/models 200",
+        "POST /v1/models 403",
+        "GET /v2/models 403",
+        "GET /v1/../v2/models 403",
+        "GET /v1/%2e%2e/v2 403",
+        "",
+      ].join("\n"),
+      show(r),
+    );
+    // Only the allowed request reached the server.
+    assert.deepEqual(w.api.seen, [`Bearer ${w.secret}`]);
+    const bad = await cvisor(["--allow-http", "api.test GET /x"], ["true"]);
+    assert.equal(bad.code, 125, show(bad));
+    assert.match(bad.err, /--allow-http rules are checked by the credential broker/);
+  } finally {
+    await w.done();
+  }
+});
+
 gtest("library: secrets and inject per sandbox and per run", async (fx) => {
   const w = await world(fx.scratch);
   const before = process.env.NODE_EXTRA_CA_CERTS;

@@ -7,11 +7,13 @@ import { tempRoot } from "../helpers/repo.js";
 import { join } from "node:path";
 import { test } from "node:test";
 import {
+  parseHttpRule,
   parseInject,
   parseSecret,
   placeholder,
   readSecret,
 } from "../../src/sandbox/broker/broker.js";
+import { requestAllowed } from "../../src/sandbox/broker/config.js";
 import { makeCa, makeServerCert } from "../../src/sandbox/broker/x509.js";
 
 test("--inject: host, port (443 by default), header and its value", () => {
@@ -103,5 +105,55 @@ test("the run's CA and a server certificate pass OpenSSL's strict verification",
     assert.match(text, /Certificate Sign, CRL Sign/);
   } finally {
     rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test("--allow-http: methods and a path (a prefix with *), matched on a plain path only", () => {
+  assert.deepEqual(parseHttpRule("api.github.com GET,head /repos/*"), {
+    host: "api.github.com",
+    port: 443,
+    methods: ["GET", "HEAD"],
+    path: "/repos/*",
+  });
+  assert.deepEqual(parseHttpRule("api.test:8443 * /v1/models"), {
+    host: "api.test",
+    port: 8443,
+    methods: ["*"],
+    path: "/v1/models",
+  });
+  for (const [text, why] of [
+    ["api.test GET", /use 'HOST\[:PORT\] METHOD/],
+    ["api.test GET v1", /is not a path/],
+    ["api.test GET /a*/b", /is not a path/],
+    ["api.test G-T /a", /is not a list of methods/],
+    ["api.test:99999 GET /a", /is not a port/],
+  ] as const) {
+    assert.throws(() => parseHttpRule(text), why, text);
+  }
+  const rules = [
+    { methods: ["GET"], path: "/v1/*" },
+    { methods: ["*"], path: "/health" },
+  ];
+  const ok = (method: string, url: string): boolean => requestAllowed(rules, method, url);
+  assert.equal(requestAllowed([], "DELETE", "/anything"), true);
+  assert.equal(ok("GET", "/v1/models?limit=2"), true);
+  assert.equal(ok("get", "/v1/"), true);
+  assert.equal(ok("POST", "/v1/models"), false);
+  assert.equal(ok("DELETE", "/health"), true);
+  assert.equal(ok("GET", "/health/x"), false);
+  assert.equal(ok("GET", "/v2/models"), false);
+  // Paths a server could read as another one.
+  for (const url of [
+    "/v1/../admin",
+    "/v1/./x",
+    "/v1/%2e%2e/admin",
+    "/v1/%2E%2E/admin",
+    "/v1/a%2fb",
+    "/v1/a%5cb",
+    "/v1/a\\b",
+    "v1/x",
+    "http://api.test/v1/x",
+  ]) {
+    assert.equal(ok("GET", url), false, url);
   }
 });

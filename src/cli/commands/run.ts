@@ -54,6 +54,11 @@ export const RUN_OPTIONS: readonly RunOption[] = [
     repeat: true,
   },
   {
+    flags: "--allow-http <rule>",
+    help: "'HOST[:PORT] METHOD[,METHOD] PATH' (PATH* a prefix): the broker sends on only such requests to an --inject host; repeatable",
+    repeat: true,
+  },
+  {
     flags: "--add-host <name:ip>",
     help: "add NAME to the guest's /etc/hosts (as docker's --add-host); repeatable",
     repeat: true,
@@ -202,6 +207,7 @@ export async function action(plan: RunPlan): Promise<number> {
         allowNet: plan.allowNet,
         addHosts: plan.addHosts,
         inject: plan.inject,
+        allowHttp: plan.allowHttp,
         secrets: Object.fromEntries(
           plan.secrets.map((text) => {
             const { name, source } = parseSecret(text);

@@ -13,7 +13,7 @@ import { builtin } from "../../core/builtin.js";
 import { SetupError, UsageError } from "../../core/errors.js";
 import * as native from "../../core/native.js";
 import type { SecretSource } from "../types.js";
-import type { BrokerConfig, BrokerHost } from "./main.js";
+import type { BrokerConfig, BrokerHost } from "./config.js";
 import { makeCa, makeServerCert } from "./x509.js";
 
 /** One --inject rule, parsed. */
@@ -111,9 +111,42 @@ export function parseInject(text: string): InjectRule {
   return { host, port, header, template };
 }
 
+/** One --allow-http rule, parsed. */
+export interface HttpRule {
+  host: string;
+  port: number;
+  methods: string[];
+  path: string;
+}
+
+const METHOD = /^[A-Z]+$/;
+
+/** Parses `HOST[:PORT] METHOD[,METHOD...] PATH` ("*" for any method; PATH ending in "*": a prefix). */
+export function parseHttpRule(text: string): HttpRule {
+  const bad = (why: string): UsageError =>
+    new UsageError(`invalid --allow-http '${String(text)}': ${why}`, "EINVALID_HTTP_RULE");
+  const m = /^(\S+)\s+(\S+)\s+(\S+)$/.exec(typeof text === "string" ? text.trim() : "");
+  if (!m) throw bad("use 'HOST[:PORT] METHOD[,METHOD] PATH', e.g. 'api.github.com GET /repos/*'");
+  const hp = /^([^:]+)(?::(\d{1,5}))?$/.exec(m[1] ?? "");
+  const host = (hp?.[1] ?? "").toLowerCase();
+  const port = hp?.[2] === undefined ? 443 : Number(hp[2]);
+  if (!hp || !HOST_NAME.test(host)) throw bad(`'${m[1] ?? ""}' is not a host name`);
+  if (!(port >= 1 && port <= 65535)) throw bad(`${port} is not a port`);
+  const methods = (m[2] ?? "").toUpperCase().split(",");
+  if (!methods.every((x) => x === "*" || METHOD.test(x)))
+    throw bad(`'${m[2] ?? ""}' is not a list of methods`);
+  const path = m[3] ?? "";
+  if (!path.startsWith("/") || path.slice(0, -1).includes("*")) {
+    throw bad(`'${path}' is not a path (it starts with /; a * may end it)`);
+  }
+  return { host, port, methods, path };
+}
+
 export interface BrokerSpec {
   secrets: readonly { name: string; value: string }[];
   injects: readonly InjectRule[];
+  /** --allow-http rules (each for an injected host and port). */
+  requests: readonly HttpRule[];
   /** Each injected host's addresses (resolved like --allow-net names). */
   addrs: ReadonlyMap<string, readonly string[]>;
 }
@@ -151,6 +184,14 @@ function headerValues(spec: BrokerSpec, host: string, port: number): [string, st
 
 /** Starts the broker process of a run (blocks until it listens). */
 export function startBroker(spec: BrokerSpec): Broker {
+  for (const r of spec.requests) {
+    if (!spec.injects.some((i) => i.host === r.host && i.port === r.port)) {
+      throw new UsageError(
+        `--allow-http ${r.host}:${r.port}: no --inject for that host and port (requests are checked by the credential broker)`,
+        "EINVALID_HTTP_RULE",
+      );
+    }
+  }
   const caName = `cvisor run CA ${process.pid}-${Date.now().toString(36)}`;
   const ca = makeCa(caName);
   const keys = new Set(spec.injects.map((r) => `${r.host}:${r.port}`));
@@ -162,6 +203,9 @@ export function startBroker(spec: BrokerSpec): Broker {
       port: Number(port),
       addrs: [...(spec.addrs.get(name) ?? [])],
       headers: headerValues(spec, name, Number(port)),
+      requests: spec.requests
+        .filter((r) => r.host === name && r.port === Number(port))
+        .map(({ methods, path }) => ({ methods, path })),
       cert: server.cert,
       key: server.key.export({ type: "pkcs8", format: "pem" }).toString(),
     };

@@ -16,24 +16,7 @@ import https from "node:https";
 import net from "node:net";
 import { Transform, type TransformCallback } from "node:stream";
 import tls from "node:tls";
-
-export interface BrokerHost {
-  name: string;
-  port: number;
-  /** The addresses the guest reaches the host at (the divert rules'). */
-  addrs: string[];
-  /** Header name → value, the secrets already in. */
-  headers: [string, string][];
-  /** Its server certificate and key, PEM. */
-  cert: string;
-  key: string;
-}
-
-export interface BrokerConfig {
-  hosts: BrokerHost[];
-  /** Each secret's value and what the guest sees instead. */
-  scrub: { secret: string; placeholder: string }[];
-}
+import { requestAllowed, type BrokerConfig, type BrokerHost } from "./config.js";
 
 interface Announced {
   addr: string;
@@ -136,6 +119,13 @@ function main(): void {
     if (!route || !host || (asked !== "" && asked !== host.name)) {
       res.writeHead(421, { "content-type": "text/plain" });
       res.end(`cvisor broker: no --inject rule for host ${asked || named || "(none)"}\n`);
+      return;
+    }
+    if (!requestAllowed(host.requests, req.method ?? "", req.url ?? "")) {
+      res.writeHead(403, { "content-type": "text/plain" });
+      res.end(
+        `cvisor broker: ${req.method} ${req.url} to ${host.name} is not allowed (--allow-http)\n`,
+      );
       return;
     }
     const headers: http.OutgoingHttpHeaders = {};
