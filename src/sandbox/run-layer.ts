@@ -25,6 +25,11 @@ const BUNDLES = [
 
 /** The CA alone, for NODE_EXTRA_CA_CERTS (Node adds it to its own list). */
 const CA_FILE = "/etc/ssl/certs/cvisor-run-ca.pem";
+/**
+ * The system's bundle and the CA, under a name of cvisor's own: for the variables, so a sandbox
+ * whose guest once rewrote the system bundle (its layer's copy hides the one here) still works.
+ */
+const BUNDLE_FILE = "/etc/ssl/certs/cvisor-run-bundle.pem";
 
 function like(ours: string, host: string): void {
   try {
@@ -71,17 +76,16 @@ export function writeHosts(dir: string, hosts: ReadonlyMap<string, readonly stri
 export function writeTrust(dir: string, caPem: string): Record<string, string> {
   const found = BUNDLES.filter((p) => existsSync(p));
   const bundles = found.length > 0 ? found : [BUNDLES[0] ?? ""];
-  for (const path of bundles) {
-    const base = read(path) ?? "";
-    put(dir, path, `${base}${base === "" || base.endsWith("\n") ? "" : "\n"}${caPem}`);
-  }
+  const withCa = (base: string): string =>
+    `${base}${base === "" || base.endsWith("\n") ? "" : "\n"}${caPem}`;
+  for (const path of bundles) put(dir, path, withCa(read(path) ?? ""));
+  put(dir, BUNDLE_FILE, withCa(read(bundles[0] ?? "") ?? ""));
   put(dir, CA_FILE, caPem);
-  const bundle = bundles[0] ?? "";
   return {
-    SSL_CERT_FILE: bundle,
-    REQUESTS_CA_BUNDLE: bundle,
-    CURL_CA_BUNDLE: bundle,
-    GIT_SSL_CAINFO: bundle,
+    SSL_CERT_FILE: BUNDLE_FILE,
+    REQUESTS_CA_BUNDLE: BUNDLE_FILE,
+    CURL_CA_BUNDLE: BUNDLE_FILE,
+    GIT_SSL_CAINFO: BUNDLE_FILE,
     NODE_EXTRA_CA_CERTS: CA_FILE,
   };
 }

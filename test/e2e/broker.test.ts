@@ -312,6 +312,33 @@ gtest(
   { timeout: 120_000 },
 );
 
+gtest(
+  "a named sandbox whose guest rewrote the system bundle still trusts the run's CA",
+  async (fx) => {
+    const w = await world(fx.scratch);
+    const name = uniqueToken("broker-ca")
+      .replace(/[^a-z0-9-]/gi, "-")
+      .slice(0, 60);
+    try {
+      const bundle = "/etc/ssl/certs/ca-certificates.crt";
+      const rewrite = await cvisor(["--sandbox", name], ["sh", "-c", `echo > ${bundle}`]);
+      assert.equal(rewrite.code, 0, show(rewrite));
+      const r = await cvisor(
+        ["--sandbox", name, ...w.args],
+        ["sh", "-c", `wc -c < ${bundle}; curl -sS https://api.test:${w.api.port}/`],
+        { extraEnv: w.env },
+      );
+      assert.equal(r.code, 0, show(r));
+      assert.equal(r.out, `1\nwelcome api.test auth=Bearer ${placeholder("API_KEY")}\n`, show(r));
+    } finally {
+      await cvisor(["rm", name], []);
+      await w.done();
+    }
+  },
+  // Only root writes the system bundle, in a sandbox as on the host.
+  { timeout: 120_000, skip: process.getuid?.() !== 0 && "the system bundle is root's" },
+);
+
 gtest("--allow-http: the broker sends on only the requests a rule allows", async (fx) => {
   const w = await world(fx.scratch);
   try {
