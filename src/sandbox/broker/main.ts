@@ -111,6 +111,8 @@ function main(): void {
   // What each connection (the TLS socket, or the plain one) is for.
   const routes = new WeakMap<net.Socket, { hosts: BrokerHost[]; orig: Announced; tls: boolean }>();
 
+  const httpsAgent = new https.Agent({ keepAlive: true });
+  const httpAgent = new http.Agent({ keepAlive: true });
   const proxy = http.createServer((req, res) => {
     const route = routes.get(req.socket);
     const asked = (req.headers.host ?? "").replace(/:\d+$/, "").toLowerCase();
@@ -140,8 +142,8 @@ function main(): void {
       headers,
     };
     const upstream = route.tls
-      ? https.request({ ...options, servername: host.name })
-      : http.request(options);
+      ? https.request({ ...options, servername: host.name, agent: httpsAgent })
+      : http.request({ ...options, agent: httpAgent });
     upstream.on("response", (up) => {
       const out: http.OutgoingHttpHeaders = {};
       for (const [k, v] of Object.entries(up.headers)) {
@@ -198,7 +200,9 @@ function main(): void {
     sock.resume();
   };
 
-  const server = net.createServer({ pauseOnConnect: true }, (sock) => {
+  // Nagle's algorithm would hold each answer's second write for the guest's delayed ACK (40 ms a
+  // request); upstream connections are kept for the next request, as the guest keeps its own.
+  const server = net.createServer({ pauseOnConnect: true, noDelay: true }, (sock) => {
     const local = `${(sock.remoteAddress ?? "").replace(/^::ffff:/, "")} ${sock.remotePort ?? -1}`;
     const orig = announced.get(local);
     if (orig) {
