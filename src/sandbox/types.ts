@@ -42,7 +42,8 @@ export interface SandboxOptions {
   secrets?: Readonly<Record<string, SecretSource>>;
   /**
    * "HOST[:PORT] Header-Name: value {NAME}" (port 443 by default): the credential broker adds
-   * the header to each HTTPS (or, on another port, HTTP) request the guest makes to HOST.
+   * the header to each HTTPS request the guest makes to HOST ("http://HOST[:PORT] ...": plain
+   * HTTP, port 80 by default; a guest speaking the other one is refused).
    */
   inject?: readonly string[];
   /**

@@ -146,6 +146,8 @@ gtest(
       const script = [
         // other.test is reached directly (the test's CA, given to curl): no header added.
         `curl -sS --cacert ${w.caFile} https://other.test:${w.other.port}/`,
+        // Plain HTTP to the injected HTTPS port: closed, nothing sent on in clear text.
+        `curl -s -o /dev/null -w 'plain %{http_code}\\n' http://api.test:${w.api.port}/`,
         // The broker's own port, learned from a diverted socket's peer, and connected to
         // directly: not announced, so closed unserved.
         `${PY} -c '
@@ -163,7 +165,11 @@ except ConnectionResetError:
       ].join("; ");
       const r = await cvisor(w.args, ["sh", "-c", script], { extraEnv: w.env, timeoutMs: 60_000 });
       assert.equal(r.code, 0, show(r));
-      assert.match(r.out, /^denied other\.test auth=undefined\ndirect: (b''|reset)\n$/, show(r));
+      assert.match(
+        r.out,
+        /^denied other\.test auth=undefined\nplain 000\ndirect: (b''|reset)\n$/,
+        show(r),
+      );
       assert.deepEqual(w.other.seen, [undefined]);
       assert.deepEqual(w.api.seen, []);
       // The placeholder is worth nothing on its own.

@@ -20,15 +20,25 @@ test("--inject: host, port (443 by default), header and its value", () => {
   assert.deepEqual(parseInject("api.example.com Authorization: Bearer {API_KEY}"), {
     host: "api.example.com",
     port: 443,
+    tls: true,
     header: "Authorization",
     template: "Bearer {API_KEY}",
   });
   assert.deepEqual(parseInject("API.test:8443 X-Api-Key:{K}"), {
     host: "api.test",
     port: 8443,
+    tls: true,
     header: "X-Api-Key",
     template: "{K}",
   });
+  assert.deepEqual(parseInject("http://dev.test X: y"), {
+    host: "dev.test",
+    port: 80,
+    tls: false,
+    header: "X",
+    template: "y",
+  });
+  assert.equal(parseInject("HTTPS://dev.test:8443 X: y").port, 8443);
   for (const [text, why] of [
     ["api.test", /use 'HOST\[:PORT\] Header-Name: value'/],
     ["10.0.0.1 X: y", /is not a host name/],

@@ -50,7 +50,7 @@ export const RUN_OPTIONS: readonly RunOption[] = [
   },
   {
     flags: "--inject <rule>",
-    help: "'HOST[:PORT] Header: value', {NAME} for a --secret: set the header on each request to HOST (port 443 by default); repeatable",
+    help: "'HOST[:PORT] Header: value', {NAME} for a --secret: set the header on each request to HOST (HTTPS, port 443 by default; http://HOST: plain HTTP); repeatable",
     repeat: true,
   },
   {

@@ -20,6 +20,8 @@ import { makeCa, makeServerCert } from "./x509.js";
 export interface InjectRule {
   host: string;
   port: number;
+  /** HTTPS (the default), or plain HTTP for an `http://HOST` rule. */
+  tls: boolean;
   header: string;
   /** The value, with {NAME} for each secret. */
   template: string;
@@ -90,7 +92,7 @@ export function readSecret(
   return { name, value };
 }
 
-/** Parses `HOST[:PORT] Header-Name: value`. */
+/** Parses `[http://|https://]HOST[:PORT] Header-Name: value` (HTTPS and port 443 by default). */
 export function parseInject(text: string): InjectRule {
   const m = /^(\S+)\s+([^:\s]+):\s*(.*)$/.exec(typeof text === "string" ? text : "");
   const bad = (why: string): UsageError =>
@@ -99,16 +101,19 @@ export function parseInject(text: string): InjectRule {
     throw bad(
       "use 'HOST[:PORT] Header-Name: value', e.g. 'api.example.com Authorization: Bearer {API_KEY}'",
     );
-  const [hostText = "", header = "", template = ""] = [m[1], m[2], m[3]];
-  const hp = /^([^:]+)(?::(\d{1,5}))?$/.exec(hostText);
+  const [given = "", header = "", template = ""] = [m[1], m[2], m[3]];
+  const scheme = /^(https?):\/\//i.exec(given);
+  const tls = scheme?.[1]?.toLowerCase() !== "http";
+  const hostText = scheme ? given.slice(scheme[0].length) : given;
+  const hp = /^([^:/]+)(?::(\d{1,5}))?$/.exec(hostText);
   const host = (hp?.[1] ?? "").toLowerCase();
-  const port = hp?.[2] === undefined ? 443 : Number(hp[2]);
+  const port = hp?.[2] === undefined ? (tls ? 443 : 80) : Number(hp[2]);
   if (!hp || !HOST_NAME.test(host) || /^[\d.]+$/.test(host))
     throw bad(`'${hostText}' is not a host name`);
   if (!(port >= 1 && port <= 65535)) throw bad(`${port} is not a port`);
   if (!HEADER_NAME.test(header)) throw bad(`'${header}' is not a header name`);
   if (/[\r\n\0]/.test(template)) throw bad("a header value cannot hold a line break");
-  return { host, port, header, template };
+  return { host, port, tls, header, template };
 }
 
 /** One --allow-http rule, parsed. */
@@ -194,13 +199,23 @@ export function startBroker(spec: BrokerSpec): Broker {
   }
   const caName = `cvisor run CA ${process.pid}-${Date.now().toString(36)}`;
   const ca = makeCa(caName);
+  for (const r of spec.injects) {
+    if (spec.injects.some((o) => o.host === r.host && o.port === r.port && o.tls !== r.tls)) {
+      throw new UsageError(
+        `--inject ${r.host}:${r.port}: both http:// and https:// rules for one port`,
+        "EINVALID_INJECT",
+      );
+    }
+  }
   const keys = new Set(spec.injects.map((r) => `${r.host}:${r.port}`));
   const hosts: BrokerHost[] = [...keys].map((key) => {
     const [name = "", port = "0"] = key.split(":");
+    const tls = spec.injects.some((r) => r.host === name && r.port === Number(port) && r.tls);
     const server = makeServerCert(ca, caName, name);
     return {
       name,
       port: Number(port),
+      tls,
       addrs: [...(spec.addrs.get(name) ?? [])],
       headers: headerValues(spec, name, Number(port)),
       requests: spec.requests

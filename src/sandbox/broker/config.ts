@@ -44,6 +44,8 @@ export interface BrokerHost {
   /** Its server certificate and key, PEM. */
   cert: string;
   key: string;
+  /** HTTPS, or plain HTTP (an `http://` rule): the guest must speak it, the host is sent it. */
+  tls: boolean;
   /** --allow-http: the only requests sent on (none given: every request). */
   requests: RequestRule[];
 }

@@ -167,7 +167,7 @@ function main(): void {
   proxy.on("clientError", (_err, sock) => sock.destroy());
 
   const serve = (sock: net.Socket, orig: Announced): void => {
-    const hosts = config.hosts.filter((h) => h.port === orig.port && h.addrs.includes(orig.addr));
+    let hosts = config.hosts.filter((h) => h.port === orig.port && h.addrs.includes(orig.addr));
     if (hosts.length === 0) {
       sock.destroy();
       return;
@@ -175,7 +175,15 @@ function main(): void {
     sock.once("data", (first: Buffer) => {
       sock.pause();
       sock.unshift(first);
-      if (first[0] !== 0x16) {
+      // The guest speaks what the rule says, so that no secret goes out in clear text to a
+      // port the rule gave TLS (a guest writing plain HTTP to port 443).
+      const isTls = first[0] === 0x16;
+      hosts = hosts.filter((h) => h.tls === isTls);
+      if (hosts.length === 0) {
+        sock.destroy();
+        return;
+      }
+      if (!isTls) {
         routes.set(sock, { hosts, orig, tls: false });
         proxy.emit("connection", sock);
         sock.resume();
