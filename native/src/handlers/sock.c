@@ -468,7 +468,8 @@ static int inet_refused(struct cv_notif *n, int s, const struct sockaddr_storage
     if (!k) return 0;
     in_port_t port; /* at the same place in both */
     memcpy(&port, (const char *)ss + 2, sizeof port);
-    int stream = sock_type(s) == SOCK_STREAM;
+    /* Only divert rules care whether it is TCP: no second getsockopt on a send's path without them. */
+    int stream = n->run->divert_fd >= 0 && sock_type(s) == SOCK_STREAM;
     const char *why = inet_why(n->run, k, &v4, &v6, ntohs(port), stream, send, divert);
     if (!why) return 0;
     char host[INET6_ADDRSTRLEN] = "";
