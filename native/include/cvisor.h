@@ -29,7 +29,7 @@
 extern "C" {
 #endif
 
-#define CV_ABI_VERSION 9
+#define CV_ABI_VERSION 10
 
 #define CV_API __attribute__((visibility("default")))
 
@@ -119,6 +119,13 @@ CV_API int cv_run_add_net_rule(cv_run *r, const char *addr, int prefix, int port
 CV_API int cv_run_add_net_divert(cv_run *r, const char *addr, int prefix, int port_lo, int port_hi,
                                  const char *to_addr, int to_port);
 CV_API int cv_run_set_divert_fd(cv_run *r, int fd); /* dup'd (the caller closes its own) */
+/* A stream socket (dup'd) on which a service of the caller's grants destinations while the run
+ * goes, one line each, answered "1\n" (done) or "0\n" (refused) before the next is read:
+ * "A ADDR LO HI" allows one address (not loopback, unspecified or link-local) and a port range,
+ * as cv_run_add_net_rule would; "D NAME" notes a name lookup the service refused (the report's
+ * denials, syscall "dns"). A grant is in force for every call the supervisor decides after its
+ * answer. At most 4096 grants a run. */
+CV_API int cv_run_set_grant_fd(cv_run *r, int fd);
 /* A host unix socket (absolute path) the guest may connect and send to. Repeatable. Without
  * one, host unix sockets are refused (EACCES); sockets made in the sandbox always work. */
 CV_API int cv_run_allow_unix(cv_run *r, const char *path);

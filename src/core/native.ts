@@ -7,7 +7,7 @@ import type * as Koffi from "koffi";
 import { coreError, cvErrorName, CV_ERROR, SetupError, UsageError } from "./errors.js";
 
 /** CV_ABI_VERSION of the header this binding was written against. */
-export const ABI_VERSION = 9;
+export const ABI_VERSION = 10;
 
 /** enum cv_listen. */
 const LISTEN = { none: 0, any: 1, loopback: 2 } as const;
@@ -46,6 +46,8 @@ export interface RunSpec {
    * (cv_run_add_net_divert; the run takes a dup, the caller closes fd).
    */
   divert?: { rules: readonly NetRule[]; port: number; fd: number } | undefined;
+  /** Destinations a service grants while the run goes (cv_run_set_grant_fd; the run takes a dup). */
+  grantFd?: number | undefined;
   /** Where inet ports may be bound and listened on (enum cv_listen). */
   listen: "loopback" | "any" | "none";
   /** 0: no deadline. */
@@ -151,6 +153,7 @@ interface Binding {
   addNetRule: Fn<[Ptr, string, number, number, number], number>;
   addNetDivert: Fn<[Ptr, string, number, number, number, string, number], number>;
   setDivertFd: Fn<[Ptr, number], number>;
+  setGrantFd: Fn<[Ptr, number], number>;
   resolveHost: Fn<[string, Buffer, number], number>;
   denialsJson: Fn<[Ptr, Buffer, number], number>;
   allowUnix: Fn<[Ptr, string], number>;
@@ -407,6 +410,7 @@ const PROTOTYPES: Record<keyof Binding, string> = {
   addNetDivert:
     "int cv_run_add_net_divert(cv_run *r, const char *addr, int prefix, int lo, int hi, const char *to, int to_port)",
   setDivertFd: "int cv_run_set_divert_fd(cv_run *r, int fd)",
+  setGrantFd: "int cv_run_set_grant_fd(cv_run *r, int fd)",
   resolveHost: "int cv_resolve_host(const char *name, char *out, size_t len)",
   denialsJson: "int cv_run_denials_json(cv_run *r, char *buf, size_t len)",
   allowUnix: "int cv_run_allow_unix(cv_run *r, const char *path)",
@@ -569,6 +573,7 @@ export function createRun(spec: RunSpec): NativeRun {
       }
       check(b.setDivertFd(ptr, fd), "the credential broker");
     }
+    if (spec.grantFd !== undefined) check(b.setGrantFd(ptr, spec.grantFd), "the name service");
     check(b.setAllowListen(ptr, LISTEN[spec.listen]), "listen policy");
     check(b.setTimeoutMs(ptr, spec.timeoutMs), "timeout");
     if (spec.hide.length > 0) {

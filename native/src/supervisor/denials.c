@@ -85,7 +85,7 @@ CV_API int cv_run_denials_json(cv_run *r, char *buf, size_t len) {
     size_t at = put(buf, len, 0, "[");
     for (size_t i = 0; i < r->ndeny; i++) {
         const struct cv_denial *d = &r->denials[i];
-        const char *name = cv_syscall_name(d->nr);
+        const char *name = d->nr == CV_DENY_DNS ? "dns" : cv_syscall_name(d->nr);
         char tmp[64];
         snprintf(tmp, sizeof tmp, "%s{\"syscall\":\"%s\",\"count\":%lu,\"target\":\"", i ? "," : "",
                  name ? name : "?", d->count);

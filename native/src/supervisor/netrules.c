@@ -52,6 +52,10 @@ static int named_only(int k, const uint8_t *a) {
     return a[0] == 0xfe && (a[1] & 0xc0) == 0x80 ? 10 : 0; /* fe80::/10 */
 }
 
+int cv_net_addr_named_only(int family, const uint8_t *addr) {
+    return named_only(family, addr) != 0;
+}
+
 const struct cv_net_rule *cv_net_rules_find(const struct cv_net_rule *rules, size_t n, int k,
                                             const struct in_addr *v4, const struct in6_addr *v6, uint16_t port,
                                             int stream) {

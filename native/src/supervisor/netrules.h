@@ -29,6 +29,10 @@ const struct cv_net_rule *cv_net_rules_find(const struct cv_net_rule *rules, siz
                                             const struct in_addr *v4, const struct in6_addr *v6, uint16_t port,
                                             int stream);
 
+/* Is this an address only a rule naming it may open (loopback, the unspecified address,
+ * link-local, the metadata service)? family: 4 or 6, as in a rule. */
+int cv_net_addr_named_only(int family, const uint8_t *addr);
+
 /* Does a rule other than a divert one allow this destination? */
 int cv_net_rules_allow(const struct cv_net_rule *rules, size_t n, int k, const struct in_addr *v4,
                        const struct in6_addr *v6, uint16_t port);

@@ -196,13 +196,14 @@ void *cv_receiver_main(void *arg) {
         int ending = 0;
         struct timespec end_t0 = {0};
         for (;;) {
-            struct pollfd pf[6] = {
+            struct pollfd pf[7] = {
                 {listening ? r->listener : -1, POLLIN, 0},
                 {status_open ? r->status_r : -1, POLLIN, 0},
                 {r->ctl_efd, POLLIN, 0},
                 {r->init_pidfd, POLLIN, 0},
                 {cv_hook_readable(r) ? r->hook_fd : -1, POLLIN, 0}, /* answers for parked calls */
                 {over_limit ? -1 : r->oom_efd, POLLIN, 0},
+                {r->grant_fd, POLLIN, 0},
             };
             int wait_ms = -1;
             if (r->timeout_ms && !timed_out) {
@@ -211,11 +212,12 @@ void *cv_receiver_main(void *arg) {
             }
             if (cv_limits_watching(r) && (wait_ms < 0 || wait_ms > 20)) wait_ms = 20;
             if (ending) wait_ms = 10;
-            int pr = poll(pf, 6, wait_ms);
+            int pr = poll(pf, 7, wait_ms);
             if (pr < 0 && errno != EINTR) break;
             if (pf[0].revents & POLLIN) answer(r, req);
             if (pf[4].revents) cv_hook_replies(r);
             else if (pf[0].revents & (POLLHUP | POLLERR | POLLNVAL)) listening = 0;
+            if (pf[6].revents && cv_grants_read(r) < 0) close(r->grant_fd), r->grant_fd = -1;
             if (pf[1].revents) status_open = drain_status(r, &s);
             if (pf[2].revents & POLLIN) {
                 uint64_t v;

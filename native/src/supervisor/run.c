@@ -57,7 +57,7 @@ CV_API cv_run *cv_run_new(const char *helper_path) {
     r->ctl_efd = r->done_w = r->init_pidfd = r->status_r = r->go_w = r->listener = -1;
     r->fin_efd = r->ending_efd = -1;
     r->upper_fd = r->work_fd = -1;
-    r->hook_fd = r->trace_fd = r->divert_fd = -1;
+    r->hook_fd = r->trace_fd = r->divert_fd = r->grant_fd = -1;
     r->oom_efd = r->oom_ctl = -1;
     pthread_mutex_init(&r->fifo_lock, NULL);
     pthread_mutex_init(&r->deny_lock, NULL);
@@ -153,7 +153,7 @@ CV_API int cv_run_set_network(cv_run *r, int network) {
     return 0;
 }
 
-static int add_net_rule(cv_run *r, const struct cv_net_rule *rule) {
+int cv_run_add_rule(cv_run *r, const struct cv_net_rule *rule) {
     if (r->nnet_rules == r->net_rules_cap) {
         size_t cap = r->net_rules_cap ? r->net_rules_cap * 2 : 8;
         struct cv_net_rule *n = realloc(r->net_rules, cap * sizeof *n);
@@ -169,7 +169,7 @@ CV_API int cv_run_add_net_rule(cv_run *r, const char *addr, int prefix, int port
     NOT_STARTED(r);
     struct cv_net_rule rule;
     if (!addr || cv_net_rule_make(&rule, addr, prefix, port_lo, port_hi) < 0) return CV_ERR_INVALID;
-    return add_net_rule(r, &rule);
+    return cv_run_add_rule(r, &rule);
 }
 
 CV_API int cv_run_add_net_divert(cv_run *r, const char *addr, int prefix, int port_lo, int port_hi,
@@ -178,17 +178,27 @@ CV_API int cv_run_add_net_divert(cv_run *r, const char *addr, int prefix, int po
     struct cv_net_rule rule;
     if (!addr || cv_net_rule_make(&rule, addr, prefix, port_lo, port_hi) < 0) return CV_ERR_INVALID;
     if (cv_net_rule_divert(&rule, to_addr, to_port) < 0) return CV_ERR_INVALID;
-    return add_net_rule(r, &rule);
+    return cv_run_add_rule(r, &rule);
+}
+
+/* A service's fd the receiver writes to (and reads from): our own dup, never blocking, so a
+ * stalled service cannot stall the run. */
+static int set_service_fd(cv_run *r, int fd, int *slot) {
+    NOT_STARTED(r);
+    if (fd < 0 || *slot >= 0) return CV_ERR_INVALID;
+    int own = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+    if (own < 0) return -errno;
+    fcntl(own, F_SETFL, fcntl(own, F_GETFL) | O_NONBLOCK);
+    *slot = own;
+    return 0;
 }
 
 CV_API int cv_run_set_divert_fd(cv_run *r, int fd) {
-    NOT_STARTED(r);
-    if (fd < 0 || r->divert_fd >= 0) return CV_ERR_INVALID;
-    int own = fcntl(fd, F_DUPFD_CLOEXEC, 3);
-    if (own < 0) return -errno;
-    fcntl(own, F_SETFL, fcntl(own, F_GETFL) | O_NONBLOCK); /* a stalled reader must not stall us */
-    r->divert_fd = own;
-    return 0;
+    return r ? set_service_fd(r, fd, &r->divert_fd) : CV_ERR_INVALID;
+}
+
+CV_API int cv_run_set_grant_fd(cv_run *r, int fd) {
+    return r ? set_service_fd(r, fd, &r->grant_fd) : CV_ERR_INVALID;
 }
 
 CV_API int cv_run_set_allow_listen(cv_run *r, int listen) {
@@ -518,6 +528,7 @@ static void run_destroy(struct cv_run *r) {
     if (r->hook_fd >= 0) close(r->hook_fd);
     if (r->trace_fd >= 0) close(r->trace_fd);
     if (r->divert_fd >= 0) close(r->divert_fd);
+    if (r->grant_fd >= 0) close(r->grant_fd);
     for (size_t i = 0; i < r->nabstract; i++) free(r->abstract[i]);
     free(r->abstract);
     cv_unames_free(r);

@@ -99,9 +99,12 @@ struct cv_run {
     int stdio[3];
     dev_t stdio_rdev[3]; /* terminal devices among the stdio fds (0: none) */
     int network;              /* enum cv_network */
-    struct cv_net_rule *net_rules; /* cv_run_add_net_rule, fixed once the run starts */
+    struct cv_net_rule *net_rules; /* cv_run_add_net_rule; grants.c adds to them on the receiver thread */
     size_t nnet_rules, net_rules_cap;
     int divert_fd;            /* where each diverted connect is announced, or -1 */
+    int grant_fd;             /* destinations granted while the run goes (grants.c), or -1 */
+    char grant_buf[256];
+    size_t grant_len, ngranted;
     int listen;               /* enum cv_listen */
     int ctty;                 /* the guest's session takes its stdin as controlling terminal */
     char *cgroup_procs[CV_MAX_CGROUPS]; /* cgroup.procs files the init joins (limits.c) */
@@ -236,7 +239,13 @@ void cv_ptys_free(struct cv_run *r);
 /* handlers/sock.c: the names of unix sockets bound in the sandbox. */
 void cv_unames_free(struct cv_run *r);
 
-/* denials.c */
+/* run.c: one more inet rule (0, or CV_ERR_NOMEM). */
+int cv_run_add_rule(struct cv_run *r, const struct cv_net_rule *rule);
+/* grants.c: the lines the grant fd holds, applied and answered; -1 when it is closed or broken. */
+int cv_grants_read(struct cv_run *r);
+
+/* denials.c; nr CV_DENY_DNS: a name lookup the credential broker refused (target: the name). */
+#define CV_DENY_DNS (-2)
 void cv_run_deny(struct cv_run *r, int nr, const char *target, const char *why);
 void cv_run_denials_free(struct cv_run *r);
 
