@@ -35,7 +35,8 @@ export function runMessage(
 
 /**
  * The refusals a user is likely to want to lift, as lines for stderr (without "cvisor: "):
- * a host unix socket (an ssh-agent, Docker, D-Bus) the guest tried to reach.
+ * a host unix socket (an ssh-agent, Docker, D-Bus) the guest tried to reach, an inet host, a
+ * name the run's name service would not look up.
  */
 export function denialHints(denials: readonly Denial[]): string[] {
   const unix = denials
@@ -60,7 +61,13 @@ export function denialHints(denials: readonly Denial[]): string[] {
     const rule = host.includes(":") ? `[${host}]:${list[0]}` : `${host}:${list[0]}`;
     return `refused ${[...calls].join("/")} to ${host} port${list.length > 1 ? "s" : ""} ${list.join(", ")}: ${why} (--allow-net ${rule} lets it through)`;
   });
-  return [...unix, ...inet];
+  const names = denials
+    .filter((d) => d.syscall === "dns")
+    .map(
+      (d) =>
+        `refused DNS lookup of ${d.target}: ${d.why} (--allow-net ${d.target} lets it through)`,
+    );
+  return [...unix, ...inet, ...names];
 }
 
 /** The --json run report: one line for stderr. */

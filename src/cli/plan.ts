@@ -4,7 +4,12 @@ import { CvisorError } from "../core/errors.js";
 import { parseDuration } from "../sandbox/duration.js";
 import { parseLimits, type ParsedLimits } from "../sandbox/limits.js";
 import { parseHttpRule, parseInject, parseSecret } from "../sandbox/broker/broker.js";
-import { parseAddHost, parseAllowRule, type NetworkMode } from "../sandbox/net-policy.js";
+import {
+  parseAddHost,
+  parseAllowRule,
+  type NetworkMode,
+  parseDnsServer,
+} from "../sandbox/net-policy.js";
 import type { ListenPolicy } from "../sandbox/types.js";
 import { validateSandboxName } from "../store/sandboxes.js";
 import { EXIT_CVISOR } from "./exit-codes.js";
@@ -23,6 +28,8 @@ export interface RunPlan {
   /** --allow-net rules and --add-host entries (checked). */
   allowNet: string[];
   addHosts: string[];
+  /** --dns servers (checked). */
+  dns: string[];
   /** --secret and --inject (checked; the secrets are read when the run starts). */
   secrets: string[];
   inject: string[];
@@ -118,6 +125,7 @@ export interface RootOptions {
   network?: string | boolean;
   allowNet?: string[];
   addHost?: string[];
+  dns?: string[];
   secret?: string[];
   inject?: string[];
   allowHttp?: string[];
@@ -201,12 +209,14 @@ export function buildRunPlan(
   }
   const allowNet = opts.allowNet ?? [];
   const addHosts = opts.addHost ?? [];
+  const dns = opts.dns ?? [];
   const secrets = opts.secret ?? [];
   const inject = opts.inject ?? [];
   const allowHttp = opts.allowHttp ?? [];
   try {
     allowNet.forEach(parseAllowRule);
     addHosts.forEach(parseAddHost);
+    dns.forEach(parseDnsServer);
     secrets.forEach(parseSecret);
     inject.forEach(parseInject);
     allowHttp.forEach(parseHttpRule);
@@ -227,6 +237,7 @@ export function buildRunPlan(
     ...(network !== undefined ? { network } : {}),
     allowNet,
     addHosts,
+    dns,
     secrets,
     inject,
     allowHttp,

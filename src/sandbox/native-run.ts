@@ -10,8 +10,9 @@ import { buildEnv, envStrings, SANDBOX_ENV } from "./env.js";
 import { runFailure } from "./result.js";
 import { parseLimits, type LimitsReport, type ParsedLimits } from "./limits.js";
 import { parseHttpRule, placeholder, readSecret, startBroker } from "./broker/broker.js";
+import { NAME_SERVER } from "./broker/dns.js";
 import { planNetwork } from "./net-policy.js";
-import { writeHosts, writeTrust } from "./run-layer.js";
+import { readHostsFile, writeHosts, writeResolvConf, writeTrust } from "./run-layer.js";
 import type { SandboxLayer } from "./open-layer.js";
 import type { ListenPolicy, RunOptions, SandboxOptions } from "./types.js";
 
@@ -52,7 +53,7 @@ export function runSpec(
 ): PlannedRun {
   checkArgv(argv);
   const limits = parseLimits(o.limits, options.limits);
-  const net = planNetwork(o, options, native.resolveHost);
+  const net = planNetwork(o, options, native.resolveHost, readHostsFile);
   const secrets = Object.entries({ ...o.secrets, ...options.secrets }).map(([name, source]) =>
     readSecret(name, source),
   );
@@ -89,18 +90,33 @@ export function runSpec(
   // Last, once nothing else can fail: what lives beside the run (closeLayer ends it).
   let lowers = layer.lowers ?? [];
   let brokerEnv: Record<string, string> = {};
-  if (net.hosts.size > 0 || net.injects.length > 0) {
+  const names = net.names.length > 0;
+  if (net.hosts.size > 0 || net.injects.length > 0 || names || net.dns.length > 0) {
     if (!layer.scratch || !layer.cleanups) throw new UsageError("network names need a run's layer");
     const dir = layer.scratch();
-    writeHosts(dir, net.hosts);
-    if (net.injects.length > 0) {
-      const broker = startBroker({ secrets, injects: net.injects, requests, addrs: net.hosts });
+    if (net.hosts.size > 0) writeHosts(dir, net.hosts);
+    if (net.dns.length > 0 || names) writeResolvConf(dir, net.dns, names ? NAME_SERVER : undefined);
+    if (net.injects.length > 0 || names) {
+      const broker = startBroker({
+        secrets,
+        injects: net.injects,
+        requests,
+        addrs: net.hosts,
+        names: names ? { rules: net.names, servers: net.dns } : undefined,
+      });
       layer.cleanups.push(() => {
         broker.stop();
         native.close(broker.announceFd);
+        if (broker.grantFd !== undefined) native.close(broker.grantFd);
       });
-      spec.divert = { rules: net.diverts, port: broker.port, fd: broker.announceFd };
-      brokerEnv = writeTrust(dir, broker.caPem);
+      const toNames = names ? [{ addr: NAME_SERVER, prefix: 32, portLo: 53, portHi: 53 }] : [];
+      spec.divert = {
+        rules: [...net.diverts, ...toNames],
+        port: broker.port,
+        fd: broker.announceFd,
+      };
+      if (broker.grantFd !== undefined) spec.grantFd = broker.grantFd;
+      if (broker.caPem !== undefined) brokerEnv = writeTrust(dir, broker.caPem);
       for (const { name } of secrets) brokerEnv[name] = placeholder(name);
     }
     lowers = [dir, ...lowers];

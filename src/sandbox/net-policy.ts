@@ -1,15 +1,19 @@
 // The network policy of a run: the mode (host, none, or an allow-list), the `--allow-net` rules
 // and the `--add-host` names, turned into what the core enforces (native.NetRule: an address
-// prefix and a port range, decided on the supervisor's own copy of each destination), and the
-// names the guest's /etc/hosts must show so that it reaches an allowed host by name.
+// prefix and a port range, decided on the supervisor's own copy of each destination), the names
+// the guest's /etc/hosts must show, and the names the run's name service answers.
 //
-// A host name in a rule is resolved here, by this host's resolver (or an --add-host entry),
-// once when the run starts: the guest may connect only to those addresses, and it finds them
-// through its view of /etc/hosts, which lists each allowed name (DNS itself, port 53, is one
-// more destination an allow-list refuses unless a rule names it).
+// In an allow-list, a host name (`api.example.com`, `*.example.com`) is allowed for what it
+// resolves to when the guest looks it up: the guest's resolver asks the run's name service
+// (./broker/dns.ts), which resolves allowed names with this host's resolver and grants their
+// addresses to the run before it answers; DNS itself is refused. A name the guest finds in its
+// view of /etc/hosts (this host's, or an --add-host entry) is allowed at start for the
+// addresses listed there. In host mode, where rules only open the metadata range, a name is
+// resolved here once.
 import { UsageError } from "../core/errors.js";
 import type { NetRule } from "../core/native.js";
 import { parseInject, type InjectRule } from "./broker/broker.js";
+import type { NameRule } from "./broker/config.js";
 
 /** The network of a run: "host" (the default), "none", or only what `allowNet` allows. */
 export type NetworkMode = "host" | "none";
@@ -18,8 +22,8 @@ export type NetworkMode = "host" | "none";
 export interface AllowRule {
   /** As given. */
   text: string;
-  /** An address (IPv4 or IPv6 text) with its prefix, or a host name. */
-  host: { addr: string; prefix: number } | { name: string };
+  /** An address (IPv4 or IPv6 text) with its prefix, a host name, or `*.suffix`'s suffix. */
+  host: { addr: string; prefix: number } | { name: string } | { suffix: string };
   portLo: number;
   portHi: number;
 }
@@ -33,6 +37,10 @@ export interface NetPlan {
   /** The --inject rules, and the addresses whose connects go to the broker. */
   injects: InjectRule[];
   diverts: NetRule[];
+  /** Allow-list names the run's name service answers (none: no name service). */
+  names: NameRule[];
+  /** --dns: the servers names are looked up with (empty: this host's resolver). */
+  dns: string[];
 }
 
 /**
@@ -72,10 +80,8 @@ function parsePorts(text: string, ports: string): [number, number] {
 }
 
 /**
- * Parses `host[:port]`, `IP[/prefix][:port]`, `[IPv6][/prefix][:port]` or a bare IPv6 address
- * (with a prefix, no port); a port may be a range, `lo-hi`. `*.domain` is refused for now: a
- * name is allowed by the addresses it resolves to when the run starts, and a wildcard names no
- * address until a guest looks one up.
+ * Parses `host[:port]`, `*.domain[:port]`, `IP[/prefix][:port]`, `[IPv6][/prefix][:port]` or a
+ * bare IPv6 address (with a prefix, no port); a port may be a range, `lo-hi`.
  */
 export function parseAllowRule(text: string): AllowRule {
   if (typeof text !== "string" || text.trim() !== text || text === "") {
@@ -103,15 +109,37 @@ export function parseAllowRule(text: string): AllowRule {
     if (!(prefix >= 0 && prefix <= max)) throw bad(text, `the prefix must be 0 to ${max}`);
     return { text, host: { addr, prefix }, portLo, portHi };
   }
-  if (host.startsWith("*.")) {
+  const wildcard = host.startsWith("*.");
+  const name = wildcard ? host.slice(2) : host;
+  if (slash >= 0 || !NAME.test(name) || (wildcard && !name.includes(".")))
     throw bad(
       text,
-      "wildcard names are not supported yet: name each host (a name is allowed by what it resolves to when the run starts)",
+      wildcard
+        ? `'${host}' is not a wildcard name: '*.' and a domain of two labels or more (*.example.com)`
+        : `'${host}' is neither an address nor a host name`,
+    );
+  const lower = name.toLowerCase().replace(/\.$/, "");
+  if (wildcard) return { text, host: { suffix: lower }, portLo, portHi };
+  return { text, host: { name: lower }, portLo, portHi };
+}
+
+/** Parses `IP`, `IP:PORT`, `IPv6` or `[IPv6][:PORT]` (--dns; port 53 unless given) as `addr:port`. */
+export function parseDnsServer(text: string): string {
+  const given = typeof text === "string" ? text : "";
+  const m =
+    /^\[([^\]]+)\](?::(\d{1,5}))?$/.exec(given) ??
+    /^([^:]+)(?::(\d{1,5}))?$/.exec(given) ??
+    /^([^[\]]*:[^[\]]*)()$/.exec(given);
+  const addr = m?.[1] ?? "";
+  const port = m?.[2] ? Number(m[2]) : 53;
+  const family = ipFamily(addr);
+  if (family === 0 || (given.startsWith("[") && family !== 6) || !(port >= 1 && port <= 65535)) {
+    throw new UsageError(
+      `invalid --dns '${given}': use IP, IP:PORT or [IPv6]:PORT`,
+      "EINVALID_DNS",
     );
   }
-  if (slash >= 0 || !NAME.test(host))
-    throw bad(text, `'${host}' is neither an address nor a host name`);
-  return { text, host: { name: host.toLowerCase().replace(/\.$/, "") }, portLo, portHi };
+  return family === 6 ? `[${addr}]:${port}` : `${addr}:${port}`;
 }
 
 /** Parses `name:ip` or `name=ip` (docker's --add-host; an IPv6 address may be in brackets). */
@@ -131,6 +159,7 @@ export function parseAddHost(text: string): { name: string; addr: string } {
 export interface NetOptions {
   network?: boolean | NetworkMode | undefined;
   allowNet?: readonly string[] | undefined;
+  dns?: readonly string[] | undefined;
   addHosts?: readonly string[] | undefined;
   inject?: readonly string[] | undefined;
 }
@@ -138,12 +167,14 @@ export interface NetOptions {
 /**
  * The plan of a run under a sandbox's options and the run's own (which replace the network and
  * add to the lists). With rules and no explicit "host", the network is an allow-list; with
- * "host", rules only let the metadata range through. `resolve` is the host's resolver.
+ * "host", rules only let the metadata range through. `resolve` is the host's resolver,
+ * `hostsFile` reads the /etc/hosts the guest sees.
  */
 export function planNetwork(
   o: NetOptions,
   run: NetOptions,
   resolve: (name: string) => { addrs: string[] } | { error: string },
+  hostsFile: () => string = () => "",
 ): NetPlan {
   const given = run.network ?? o.network;
   if (given !== undefined && ![true, false, "host", "none"].includes(given)) {
@@ -172,6 +203,8 @@ export function planNetwork(
       "EINVALID_NETWORK",
     );
   }
+  const dns = [...(o.dns ?? []), ...(run.dns ?? [])].map(parseDnsServer);
+  const list = !none && given !== "host" && rules.length > 0;
   const hosts = new Map<string, string[]>();
   for (const { name, addr } of added) hosts.set(name, [...(hosts.get(name) ?? []), addr]);
   const addrsOf = (name: string, what: string): string[] => {
@@ -193,10 +226,26 @@ export function planNetwork(
     portHi,
   });
   const netRules: NetRule[] = [];
+  const names: NameRule[] = [];
+  let fileText: string | undefined;
   for (const r of rules) {
     const { portLo, portHi } = r;
     if ("addr" in r.host) netRules.push({ ...r.host, portLo, portHi });
-    else
+    else if ("suffix" in r.host) {
+      if (!list) {
+        throw new UsageError(
+          `--allow-net ${r.text}: a wildcard needs an allow-list (with --network host, rules only open the metadata range)`,
+          "EINVALID_NET_RULE",
+        );
+      }
+      names.push({ name: r.host.suffix, wildcard: true, portLo, portHi });
+    } else if (list) {
+      // Looked up by the guest: through the name service, or its /etc/hosts (allowed now).
+      const name = r.host.name;
+      for (const a of hosts.get(name) ?? listedIn((fileText ??= hostsFile()), name))
+        netRules.push(one(a, portLo, portHi));
+      names.push({ name, wildcard: false, portLo, portHi });
+    } else
       for (const a of addrsOf(r.host.name, `--allow-net ${r.text}`))
         netRules.push(one(a, portLo, portHi));
   }
@@ -204,8 +253,33 @@ export function planNetwork(
   for (const i of injects) {
     for (const a of addrsOf(i.host, `--inject ${i.host}`)) diverts.push(one(a, i.port, i.port));
   }
-  const network = none ? "none" : given === "host" || rules.length === 0 ? "host" : "allow-list";
-  return { network, netRules, hosts, injects, diverts };
+  if (dns.length > 0 && (none || (list && names.length === 0))) {
+    throw new UsageError(
+      none
+        ? "--dns needs the network: it cannot go with --network none"
+        : "--dns: no --allow-net rule names a host, so the guest looks up no name",
+      "EINVALID_DNS",
+    );
+  }
+  if (!list && dns.some((d) => !d.endsWith(":53"))) {
+    throw new UsageError(
+      "--dns with a port needs an allow-list name rule (/etc/resolv.conf holds no ports)",
+      "EINVALID_DNS",
+    );
+  }
+  const network = none ? "none" : list ? "allow-list" : "host";
+  return { network, netRules, hosts, injects, diverts, names, dns };
+}
+
+/** The addresses a hosts(5) file lists for a name. */
+export function listedIn(text: string, name: string): string[] {
+  const found: string[] = [];
+  for (const line of text.split("\n")) {
+    const [addr, ...aliases] = (line.split("#")[0] ?? "").trim().split(/\s+/);
+    if (addr && ipFamily(addr) !== 0 && aliases.some((a) => a.toLowerCase() === name))
+      found.push(addr);
+  }
+  return found;
 }
 
 /** /etc/hosts as the guest sees it: the host's, then a line for each name of the plan. */

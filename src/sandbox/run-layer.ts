@@ -1,6 +1,7 @@
 // The files a run shows its guest above the sandbox's own layers, in a directory of its own
 // (SandboxLayer.scratch, removed with the run): /etc/hosts with the names the network policy
-// allows, and the system's certificate bundle with the credential broker's CA. Each directory
+// maps, /etc/resolv.conf naming the run's name service (or the --dns servers), and the
+// system's certificate bundle with the credential broker's CA. Each directory
 // and file keeps the mode, times and (as root) owner of the host's, as a copy-up keeps them.
 import {
   chmodSync,
@@ -64,9 +65,40 @@ function read(path: string): string | undefined {
   }
 }
 
+/** This host's /etc/hosts ("" when it has none). */
+export function readHostsFile(): string {
+  return read("/etc/hosts") ?? "";
+}
+
 /** /etc/hosts: the host's, with a line per address of each name. */
 export function writeHosts(dir: string, hosts: ReadonlyMap<string, readonly string[]>): void {
-  put(dir, "/etc/hosts", hostsText(read("/etc/hosts") ?? "", hosts));
+  put(dir, "/etc/hosts", hostsText(readHostsFile(), hosts));
+}
+
+/**
+ * /etc/resolv.conf naming the given servers ("ADDR:53" or "[ADDR]:53"), the host's other lines
+ * kept; or, for the run's name service (./broker/dns.ts), only it, over TCP (`use-vc`: it is
+ * reached by a diverted connect, which a datagram cannot be).
+ */
+export function writeResolvConf(
+  dir: string,
+  servers: readonly string[],
+  nameService?: string,
+): void {
+  const head = "# cvisor: the run's name servers\n";
+  if (nameService !== undefined) {
+    put(
+      dir,
+      "/etc/resolv.conf",
+      `${head}nameserver ${nameService}\noptions use-vc timeout:5 attempts:2\n`,
+    );
+    return;
+  }
+  const kept = (read("/etc/resolv.conf") ?? "")
+    .split("\n")
+    .filter((l) => l.trim() !== "" && !/^\s*nameserver\b/.test(l));
+  const named = servers.map((s) => `nameserver ${s.replace(/^\[?(.*?)\]?:53$/, "$1")}`);
+  put(dir, "/etc/resolv.conf", `${head}${[...named, ...kept].join("\n")}\n`);
 }
 
 /**

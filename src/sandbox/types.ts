@@ -28,13 +28,20 @@ export interface SandboxOptions {
   network?: boolean | NetworkMode;
   /**
    * The inet destinations a guest may connect and send to (TCP and UDP): "host[:port]",
-   * "IP[/prefix][:port]", "[IPv6][/prefix][:port]", a port or a range "8000-8100"; a host name
-   * is allowed by the addresses it resolves to on this host when the run starts (its guest finds
-   * them in its /etc/hosts). Loopback and link-local addresses only when a rule names them.
+   * "*.domain[:port]", "IP[/prefix][:port]", "[IPv6][/prefix][:port]", a port or a range
+   * "8000-8100". A host name is allowed for what it resolves to when the guest looks it up (the
+   * run's name service resolves it on this host, or on `dns`, and allows those addresses), or
+   * for the addresses its /etc/hosts lists. Loopback and link-local addresses only when a rule
+   * names them by address, or /etc/hosts lists them.
    */
   allowNet?: readonly string[];
   /** Names the guest's /etc/hosts adds, as docker's --add-host: "name:ip" or "name=ip". */
   addHosts?: readonly string[];
+  /**
+   * DNS servers, "IP[:PORT]" or "[IPv6]:PORT" (docker's --dns): the guest's (port 53 only), or
+   * with allowNet names, the ones the run's name service asks instead of this host's resolver.
+   */
+  dns?: readonly string[];
   /**
    * Secrets the guest never holds: NAME → its value, or where to read it ({ env: "VAR" },
    * { file: "path" }). The guest's NAME holds a placeholder; `inject` puts the value on requests.
@@ -101,6 +108,8 @@ export interface RunOptions {
   allowNet?: readonly string[];
   /** Added to the Sandbox's addHosts list. */
   addHosts?: readonly string[];
+  /** Added to the Sandbox's dns list. */
+  dns?: readonly string[];
   /** Merged over the Sandbox's secrets. */
   secrets?: Readonly<Record<string, SecretSource>>;
   /** Added to the Sandbox's inject list. */

@@ -3,11 +3,15 @@
 // connection); inet ports are bound and listened on loopback addresses only, unless
 // --allow-listen (any address) or --no-listen (none); AF_UNIX always works. With --allow-net
 // rules only what they allow is reached, by address or by a name the guest finds in its
-// /etc/hosts, and a thread flipping the address after the check never gets through.
+// /etc/hosts or looks up through the run's name service (exact and wildcard names, answered by a
+// DNS server of the test's), and a thread flipping the address after the check never gets
+// through.
 import assert from "node:assert/strict";
 import net from "node:net";
 import { Sandbox } from "../../src/index.js";
 import dgram from "node:dgram";
+import os from "node:os";
+import { answer, parseQuery } from "../../src/sandbox/broker/dns.js";
 import { netracer, prober, RACE_ROUNDS, RACE_TIMEOUT } from "../helpers/cc.js";
 import { gtest } from "../helpers/guard.js";
 import { expectProbes, FAILED, type ProbeCase } from "../helpers/probe.js";
@@ -64,6 +68,11 @@ async function freePort(): Promise<number> {
   const s = await startServer("127.0.0.1");
   await s.close();
   return s.port;
+}
+
+/** A shell line: "ping" to HOST:PORT by bash's /dev/tcp (getaddrinfo), the first line back or "refused". */
+function script(host: string, port: number): string {
+  return `(exec 3<>/dev/tcp/${host}/${port} && echo ping >&3 && head -1 <&3) 2>/dev/null || echo refused`;
 }
 
 const UNIX_OK: ProbeCase[] = [
@@ -366,8 +375,6 @@ gtest(
     const a = await startServer("127.0.0.1");
     const b = await startServer("127.0.0.1");
     try {
-      const script = (host: string, port: number): string =>
-        `(exec 3<>/dev/tcp/${host}/${port} && echo ping >&3 && head -1 <&3) 2>/dev/null || echo refused`;
       const r = await cvisor(
         ["--add-host", "api.test:127.0.0.1", "--allow-net", `api.test:${a.port}`],
         [
@@ -399,6 +406,111 @@ gtest(
       await a.close();
       await b.close();
     }
+  },
+);
+
+/** A DNS server on 127.0.0.1 (UDP) answering the names of `map`, NXDOMAIN for any other. */
+function startDns(
+  map: Record<string, string[]>,
+): Promise<{ port: number; asked: string[]; close: () => void }> {
+  const asked: string[] = [];
+  const sock = dgram.createSocket("udp4");
+  sock.on("message", (msg, from) => {
+    const q = parseQuery(msg);
+    if (q === null || !("name" in q)) return;
+    asked.push(q.name);
+    const addrs = map[q.name];
+    const of = (addrs ?? []).filter((a) => a.includes(":") === (q.type === 28));
+    sock.send(answer(q, addrs === undefined ? 3 : 0, of), from.port, from.address);
+  });
+  return new Promise((resolve) => {
+    sock.bind(0, "127.0.0.1", () =>
+      resolve({ port: sock.address().port, asked, close: () => sock.close() }),
+    );
+  });
+}
+
+/** An IPv4 address of this host other than loopback, if it has one. */
+function hostAddress(): string | undefined {
+  return Object.values(os.networkInterfaces())
+    .flat()
+    .find((i) => i !== undefined && i.family === "IPv4" && !i.internal)?.address;
+}
+
+gtest(
+  "--allow-net *.domain and names no hosts file lists: looked up when the guest asks, and only what they resolve to",
+  async () => {
+    const ip = hostAddress() ?? "";
+    const a = await startServer(ip);
+    const local = await startServer("127.0.0.1");
+    const dns = await startDns({
+      "a.wild.test": [ip],
+      "api.svc.test": [ip],
+      "loop.wild.test": ["127.0.0.1"],
+      "evil.test": [ip],
+    });
+    try {
+      const r = await cvisor(
+        [
+          ...["--allow-net", "*.wild.test", "--allow-net", `api.svc.test:${a.port}`],
+          ...["--dns", `127.0.0.1:${dns.port}`],
+        ],
+        [
+          "bash",
+          "-c",
+          [
+            "grep -c 'options use-vc' /etc/resolv.conf",
+            script("a.wild.test", a.port),
+            script("api.svc.test", a.port),
+            "getent hosts api.svc.test >/dev/null && echo found",
+            // A name that resolves to this host's loopback opens nothing.
+            script("loop.wild.test", local.port),
+            // Names no rule names are not looked up: the test's server never hears of them.
+            script("evil.test", a.port),
+            "getent hosts evil.test || echo nxdomain",
+            script("wild.test", a.port),
+          ].join("; "),
+        ],
+      );
+      assert.equal(r.code, 0, show(r));
+      assert.equal(
+        r.out,
+        `1
+${a.token}
+${a.token}
+found
+refused
+refused
+nxdomain
+refused
+`,
+        show(r),
+      );
+      assert.equal(a.connections(), 2, show(r));
+      assert.equal(local.connections(), 0, "a looked-up name opened loopback");
+      assert.ok(!dns.asked.includes("evil.test") && !dns.asked.includes("wild.test"), show(r));
+      assert.ok(dns.asked.includes("a.wild.test") && dns.asked.includes("api.svc.test"));
+      assert.match(
+        r.err,
+        /refused DNS lookup of evil\.test: no --allow-net rule names it \(--allow-net evil\.test lets it through\)/,
+      );
+      assert.match(r.err, new RegExp(`refused connect to 127\\.0\\.0\\.1 port ${local.port}`));
+      // The library's options are the same.
+      const lib = await new Sandbox({ allowNet: ["*.wild.test"] }).run(
+        ["getent", "hosts", "a.wild.test"],
+        { dns: [`127.0.0.1:${dns.port}`] },
+      );
+      assert.equal(lib.stdout.split(/\s+/)[0], ip, lib.stderr);
+    } finally {
+      await a.close();
+      await local.close();
+      dns.close();
+    }
+  },
+  {
+    skip:
+      hostAddress() === undefined &&
+      "this host has no IPv4 address but loopback: no server a looked-up name may lead to",
   },
 );
 
@@ -438,12 +550,17 @@ gtest(
       [["--network", "none", "--allow-net", "10.0.0.1"], /--allow-net needs the network/],
       [["--no-network", "--allow-net", "10.0.0.1"], /--allow-net needs the network/],
       [["--network", "bridge"], /invalid --network mode 'bridge': use host or none/],
-      [["--allow-net", "*.example.com"], /wildcard names are not supported yet/],
+      [["--allow-net", "*.com"], /'\*\.com' is not a wildcard name/],
+      [["--dns", "dns.example"], /invalid --dns 'dns\.example'/],
+      [["--dns", "10.0.0.1:5353"], /--dns with a port needs an allow-list name rule/],
       [["--allow-net", "10.0.0.0/33"], /the prefix must be 0 to 32/],
       [["--allow-net", "10.0.0.1:0"], /is not a port/],
       [["--allow-net", "10.0.0.1:90-80"], /is not a port/],
       [["--add-host", "api.test"], /invalid --add-host 'api.test'/],
-      [["--allow-net", "no-such-host.invalid"], /cannot resolve no-such-host\.invalid/],
+      [
+        ["--network", "host", "--allow-net", "no-such-host.invalid"],
+        /cannot resolve no-such-host\.invalid/,
+      ],
     ] as const) {
       const r = await cvisor([...args], ["true"]);
       assert.equal(r.code, 125, show(r));

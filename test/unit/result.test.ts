@@ -143,3 +143,12 @@ test("a refused host unix socket gets one line naming the flag; other denials st
     "refused connect to host unix socket /run/a.sock (--allow-unix /run/a.sock lets it through)",
   ]);
 });
+
+test("a name the run's name service refused gets one line naming the rule", () => {
+  const lines = denialHints([
+    { syscall: "dns", target: "evil.test", why: "no --allow-net rule names it", count: 2 },
+  ]);
+  assert.deepEqual(lines, [
+    "refused DNS lookup of evil.test: no --allow-net rule names it (--allow-net evil.test lets it through)",
+  ]);
+});

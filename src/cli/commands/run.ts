@@ -40,7 +40,7 @@ export const RUN_OPTIONS: readonly RunOption[] = [
   { flags: "--no-network", help: "the same as --network none" },
   {
     flags: "--allow-net <rule>",
-    help: "let the guest reach only what such rules allow: HOST[:PORT], IP[/PREFIX][:PORT], [IPv6]:PORT, ports as 8000-8100; repeatable",
+    help: "let the guest reach only what such rules allow: HOST[:PORT], *.DOMAIN[:PORT], IP[/PREFIX][:PORT], [IPv6]:PORT, ports as 8000-8100; repeatable",
     repeat: true,
   },
   {
@@ -56,6 +56,11 @@ export const RUN_OPTIONS: readonly RunOption[] = [
   {
     flags: "--allow-http <rule>",
     help: "'HOST[:PORT] METHOD[,METHOD] PATH' (PATH* a prefix): the broker sends on only such requests to an --inject host; repeatable",
+    repeat: true,
+  },
+  {
+    flags: "--dns <server>",
+    help: "look names up on SERVER (IP[:PORT]): the guest's name servers, or with --allow-net names the run's name service's; repeatable",
     repeat: true,
   },
   {
@@ -206,6 +211,7 @@ export async function action(plan: RunPlan): Promise<number> {
         ...(plan.network !== undefined ? { network: plan.network } : {}),
         allowNet: plan.allowNet,
         addHosts: plan.addHosts,
+        dns: plan.dns,
         inject: plan.inject,
         allowHttp: plan.allowHttp,
         secrets: Object.fromEntries(

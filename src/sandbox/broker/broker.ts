@@ -13,7 +13,7 @@ import { builtin } from "../../core/builtin.js";
 import { SetupError, UsageError } from "../../core/errors.js";
 import * as native from "../../core/native.js";
 import type { SecretSource } from "../types.js";
-import type { BrokerConfig, BrokerHost } from "./config.js";
+import type { BrokerConfig, BrokerHost, NameRule } from "./config.js";
 import { makeCa, makeServerCert } from "./x509.js";
 
 /** One --inject rule, parsed. */
@@ -154,6 +154,8 @@ export interface BrokerSpec {
   requests: readonly HttpRule[];
   /** Each injected host's addresses (resolved like --allow-net names). */
   addrs: ReadonlyMap<string, readonly string[]>;
+  /** The run's name service (./dns.ts), when the allow-list names hosts. */
+  names?: { rules: readonly NameRule[]; servers: readonly string[] } | undefined;
 }
 
 export interface Broker {
@@ -161,8 +163,10 @@ export interface Broker {
   port: number;
   /** The write end of the announcements: the run's (cv_run_set_divert_fd); close it after. */
   announceFd: number;
-  /** The run's CA, PEM: the guest trusts it. */
-  caPem: string;
+  /** With a name service: the supervisor's end of the grants (cv_run_set_grant_fd); close it after. */
+  grantFd: number | undefined;
+  /** The run's CA, PEM: the guest trusts it (none without an --inject rule). */
+  caPem: string | undefined;
   /** The broker ends with the run (the announcements' EOF); this ends it sooner. */
   stop(): void;
 }
@@ -198,7 +202,7 @@ export function startBroker(spec: BrokerSpec): Broker {
     }
   }
   const caName = `cvisor run CA ${process.pid}-${Date.now().toString(36)}`;
-  const ca = makeCa(caName);
+  const ca = spec.injects.length > 0 ? makeCa(caName) : undefined;
   for (const r of spec.injects) {
     if (spec.injects.some((o) => o.host === r.host && o.port === r.port && o.tls !== r.tls)) {
       throw new UsageError(
@@ -211,6 +215,7 @@ export function startBroker(spec: BrokerSpec): Broker {
   const hosts: BrokerHost[] = [...keys].map((key) => {
     const [name = "", port = "0"] = key.split(":");
     const tls = spec.injects.some((r) => r.host === name && r.port === Number(port) && r.tls);
+    if (!ca) throw new Error("unreachable: an --inject rule without the run's CA");
     const server = makeServerCert(ca, caName, name);
     return {
       name,
@@ -228,10 +233,12 @@ export function startBroker(spec: BrokerSpec): Broker {
   const config: BrokerConfig = {
     hosts,
     scrub: spec.secrets.map((s) => ({ secret: s.value, placeholder: placeholder(s.name) })),
+    names: spec.names && { rules: [...spec.names.rules], servers: [...spec.names.servers] },
   };
   const [cfgR, cfgW] = native.pipe();
   const [readyR, readyW] = native.pipe();
   const [annR, annW] = native.pipe();
+  const [grantOurs, grantTheirs] = spec.names ? native.socketpair() : [-1, -1];
   // child_process only here: a plain run does not load it.
   const { spawn } = builtin<typeof import("node:child_process")>("node:child_process");
   const main = join(native.packageRoot(), "dist", "src", "sandbox", "broker", "main.js");
@@ -239,12 +246,21 @@ export function startBroker(spec: BrokerSpec): Broker {
     if (!existsSync(main))
       throw new SetupError(`the credential broker is missing: ${main}`, "EBROKER");
     const child = spawn(process.execPath, [main], {
-      stdio: ["ignore", "ignore", "inherit", cfgR, readyW, annR],
+      stdio: [
+        "ignore",
+        "ignore",
+        "inherit",
+        cfgR,
+        readyW,
+        annR,
+        ...(spec.names ? [grantTheirs] : []),
+      ],
     });
     child.unref();
     closeSync(cfgR);
     closeSync(readyW);
     closeSync(annR);
+    if (spec.names) closeSync(grantTheirs);
     const payload = Buffer.from(JSON.stringify(config));
     for (let at = 0; at < payload.length;) at += writeSync(cfgW, payload, at);
     closeSync(cfgW);
@@ -264,13 +280,15 @@ export function startBroker(spec: BrokerSpec): Broker {
     return {
       port,
       announceFd: annW,
-      caPem: ca.cert,
+      grantFd: spec.names ? grantOurs : undefined,
+      caPem: ca?.cert,
       stop: () => {
         if (child.exitCode === null) child.kill("SIGTERM");
       },
     };
   } catch (err) {
-    for (const fd of [cfgR, cfgW, readyR, readyW, annR, annW]) {
+    for (const fd of [cfgR, cfgW, readyR, readyW, annR, annW, grantOurs, grantTheirs]) {
+      if (fd < 0) continue;
       try {
         closeSync(fd);
       } catch {

@@ -28,8 +28,18 @@ export function requestAllowed(
   );
 }
 
+/** A name the run's name service answers: exactly, or (wildcard) any name below it. */
+export interface NameRule {
+  name: string;
+  wildcard: boolean;
+  portLo: number;
+  portHi: number;
+}
+
 export interface BrokerConfig {
   hosts: BrokerHost[];
+  /** The run's name service (./dns.ts): its rules, and the --dns servers (none: this host's resolver). */
+  names?: { rules: NameRule[]; servers: string[] } | undefined;
   /** Each secret's value and what the guest sees instead. */
   scrub: { secret: string; placeholder: string }[];
 }

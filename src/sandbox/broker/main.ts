@@ -7,9 +7,16 @@
 // this host's trust store) with the injected headers, and every secret is replaced by its
 // placeholder in what comes back.
 //
+//
+// It also serves the run's name service (./dns.ts), when the allow-list names hosts: the guest's
+// TCP connects to NAME_SERVER port 53 are diverted and announced here too.
+//
 //   fd 3: the configuration, JSON (BrokerConfig), to EOF; fd 4: "PORT\n" once listening;
 //   fd 5: the announcements, "LOCALADDR LOCALPORT ADDR PORT\n" (where the guest's socket is, and
-//   where it asked to go); its EOF (the run is over) ends the broker.
+//   where it asked to go); its EOF (the run is over) ends the broker;
+//   fd 6 (with a name service): the grants, a stream socket to the supervisor
+//   (cv_run_set_grant_fd): a line each way per grant.
+import dns from "node:dns";
 import { closeSync, createReadStream, readFileSync, writeSync } from "node:fs";
 import http from "node:http";
 import https from "node:https";
@@ -17,6 +24,7 @@ import net from "node:net";
 import { Transform, type TransformCallback } from "node:stream";
 import tls from "node:tls";
 import { requestAllowed, type BrokerConfig, type BrokerHost } from "./config.js";
+import { NAME_SERVER, NameService, rcodeOf, type Found } from "./dns.js";
 
 interface Announced {
   addr: string;
@@ -78,6 +86,87 @@ class Scrubber extends Transform {
     }
     return out;
   }
+}
+
+/** The supervisor's end of the grants: each line answered in order, "1" when in force. */
+function grantChannel(fd: number): (line: string) => Promise<boolean> {
+  const sock = new net.Socket({ fd, readable: true, writable: true });
+  const acks: ((ok: boolean) => void)[] = [];
+  let got = "";
+  const fail = (): void => {
+    for (const ack of acks.splice(0)) ack(false);
+  };
+  sock.on("data", (chunk) => {
+    got += chunk.toString();
+    for (let nl = got.indexOf("\n"); nl >= 0; nl = got.indexOf("\n")) {
+      acks.shift()?.(got[0] === "1");
+      got = got.slice(nl + 1);
+    }
+  });
+  sock.on("error", fail);
+  sock.on("close", fail);
+  return (line) =>
+    new Promise((ack) => {
+      if (sock.destroyed) return ack(false);
+      acks.push(ack);
+      sock.write(`${line}\n`);
+    });
+}
+
+/** Looks a name up as this host does (getaddrinfo: /etc/hosts, then DNS), or on the servers. */
+function lookupWith(servers: readonly string[]): (name: string) => Promise<Found> {
+  if (servers.length === 0) {
+    return async (name) => {
+      try {
+        const all = await dns.promises.lookup(name, { all: true, verbatim: true });
+        return { addrs: [...new Set(all.map((a) => a.address))] };
+      } catch (err) {
+        return { rcode: rcodeOf((err as NodeJS.ErrnoException).code) };
+      }
+    };
+  }
+  const resolver = new dns.promises.Resolver({ tries: 2 });
+  resolver.setServers([...servers]);
+  return async (name) => {
+    const both = await Promise.allSettled([resolver.resolve4(name), resolver.resolve6(name)]);
+    const addrs = both.flatMap((r) => (r.status === "fulfilled" ? r.value : []));
+    const codes = both.map((r) =>
+      r.status === "rejected" ? (r.reason as NodeJS.ErrnoException).code : undefined,
+    );
+    if (addrs.length > 0 || codes.every((c) => c === undefined || c === "ENODATA"))
+      return { addrs };
+    return { rcode: rcodeOf(codes.includes("ENOTFOUND") ? "ENOTFOUND" : codes.find(Boolean)) };
+  };
+}
+
+/** Queries over one TCP connection (each a 2-byte length, then the message), answered in order. */
+function serveNames(sock: net.Socket, names: NameService): void {
+  let got = Buffer.alloc(0);
+  let busy = Promise.resolve();
+  sock.setTimeout(30_000, () => sock.destroy());
+  sock.on("error", () => sock.destroy());
+  sock.on("data", (chunk: Buffer) => {
+    got = Buffer.concat([got, chunk]);
+    if (got.length > 1 << 17) {
+      sock.destroy();
+      return;
+    }
+    while (got.length >= 2 && got.length >= 2 + got.readUInt16BE(0)) {
+      const msg = got.subarray(2, 2 + got.readUInt16BE(0));
+      got = got.subarray(2 + msg.length);
+      busy = busy.then(async () => {
+        const reply = await names.handle(msg);
+        if (reply === null) {
+          sock.destroy();
+          return;
+        }
+        const len = Buffer.alloc(2);
+        len.writeUInt16BE(reply.length);
+        if (!sock.destroyed) sock.write(Buffer.concat([len, reply]));
+      });
+    }
+  });
+  sock.resume();
 }
 
 function main(): void {
@@ -166,7 +255,16 @@ function main(): void {
   });
   proxy.on("clientError", (_err, sock) => sock.destroy());
 
+  const names = config.names
+    ? new NameService({
+        rules: config.names.rules,
+        lookup: lookupWith(config.names.servers),
+        grant: grantChannel(6),
+      })
+    : undefined;
+
   const serve = (sock: net.Socket, orig: Announced): void => {
+    if (names && orig.addr === NAME_SERVER && orig.port === 53) return serveNames(sock, names);
     let hosts = config.hosts.filter((h) => h.port === orig.port && h.addrs.includes(orig.addr));
     if (hosts.length === 0) {
       sock.destroy();
