@@ -114,17 +114,17 @@ CV_API int cv_run_add_net_rule(cv_run *r, const char *addr, int prefix, int port
  * service of the caller's, such as a proxy), on the supervisor's copy of the socket; UDP is not
  * diverted, and a TCP Fast Open send there is refused. Each diverted connect is announced on the
  * cv_run_set_divert_fd fd, before the guest learns of it, as one line
- * "LOCALADDR LOCALPORT ADDR PORT\n": the socket's own address and the destination the guest asked
- * for, so the service can serve only those connections. Repeatable. */
+ * "LOCALADDR LOCALPORT ADDR PORT TID\n": the socket's own address, the destination the guest asked
+ * for and the thread that asked, so the service can serve only those connections. Repeatable. */
 CV_API int cv_run_add_net_divert(cv_run *r, const char *addr, int prefix, int port_lo, int port_hi,
                                  const char *to_addr, int to_port);
 CV_API int cv_run_set_divert_fd(cv_run *r, int fd); /* dup'd (the caller closes its own) */
 /* A stream socket (dup'd) on which a service of the caller's grants destinations while the run
  * goes, one line each, answered "1\n" (done) or "0\n" (refused) before the next is read:
  * "A ADDR LO HI" allows one address (not loopback, unspecified or link-local) and a port range,
- * as cv_run_add_net_rule would; "D NAME" notes a name lookup the service refused (the report's
- * denials, syscall "dns"). A grant is in force for every call the supervisor decides after its
- * answer. At most 4096 grants a run. */
+ * as cv_run_add_net_rule would; "D NAME [TID]" notes a name lookup the service refused (the
+ * report's denials, syscall "dns"; TID: the thread a divert announced). A grant is in force for
+ * every call the supervisor decides after its answer. At most 4096 grants a run. */
 CV_API int cv_run_set_grant_fd(cv_run *r, int fd);
 /* A host unix socket (absolute path) the guest may connect and send to. Repeatable. Without
  * one, host unix sockets are refused (EACCES); sockets made in the sandbox always work. */
@@ -198,8 +198,9 @@ CV_API int cv_run_get_result(cv_run *r, cv_run_result *out);
 /* JSON object {"openat": 12, ...}: notifications per syscall name. Returns the length
  * that the whole text needs (excluding NUL); writes at most len-1 bytes plus NUL. */
 CV_API int cv_run_stats_json(cv_run *r, char *buf, size_t len);
-/* JSON array [{"syscall": "connect", "count": 1, "target": "/run/docker.sock", "why": "..."}]:
- * what the supervisor refused (each distinct refusal once). Length convention as above. */
+/* JSON array [{"syscall": "connect", "count": 1, "target": "/run/docker.sock", "why": "...",
+ * "pid": 42, "process": "curl"}]: what the supervisor refused (each distinct refusal once; pid and
+ * process: the first process refused it, when known). Length convention as above. */
 CV_API int cv_run_denials_json(cv_run *r, char *buf, size_t len);
 /* Free everything. If the run is still going it is killed first (asynchronously). */
 CV_API void cv_run_free(cv_run *r);

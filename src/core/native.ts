@@ -726,6 +726,9 @@ export interface Denial {
   target: string;
   why: string;
   count: number;
+  /** The first process refused it, and its name, when known. */
+  pid?: number;
+  process?: string;
 }
 
 /** cv_run_denials_json, parsed. */
@@ -750,7 +753,12 @@ function parseDenials(text: string): Denial[] {
     const d = item as Record<string, unknown>;
     if (typeof d.syscall !== "string" || typeof d.target !== "string" || typeof d.why !== "string")
       continue;
-    out.push({ syscall: d.syscall, target: d.target, why: d.why, count: Number(d.count) || 1 });
+    const { syscall, target, why } = d;
+    const who =
+      typeof d.pid === "number" && typeof d.process === "string"
+        ? { pid: d.pid, process: d.process }
+        : {};
+    out.push({ syscall, target, why, count: Number(d.count) || 1, ...who });
   }
   return out;
 }

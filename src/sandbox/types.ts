@@ -173,12 +173,18 @@ export interface SandboxProcess {
   resize(cols: number, rows: number): void;
 }
 
-/** A call the sandbox refused: the syscall, what it named (a path, an address), why, how often. */
+/**
+ * A call the sandbox refused: the syscall ("dns" for a name lookup the run's name service
+ * refused), what it named (a path, an address, a name), why, how often, and the first process
+ * it refused (pid and name, when known).
+ */
 export interface Denial {
   syscall: string;
   target: string;
   why: string;
   count: number;
+  pid?: number;
+  process?: string;
 }
 
 /** Resource use of a run. */

@@ -8,7 +8,8 @@
 // through.
 import assert from "node:assert/strict";
 import net from "node:net";
-import { Sandbox } from "../../src/index.js";
+import { basename } from "node:path";
+import { Sandbox, type Denial } from "../../src/index.js";
 import dgram from "node:dgram";
 import os from "node:os";
 import { answer, parseQuery } from "../../src/sandbox/broker/dns.js";
@@ -204,11 +205,14 @@ gtest(
       ["--json"],
     );
     const report = JSON.parse(probes.cli.err.trim().split("\n").at(-1) ?? "{}") as {
-      denials?: { syscall: string; target: string; why: string }[];
+      denials?: Denial[];
     };
     const denial = report.denials?.find((d) => d.target === `${md} port 80`);
     assert.equal(denial?.syscall, "connect", show(probes.cli));
     assert.match(denial?.why ?? "", /cloud metadata/);
+    // The process it refused: the probe's, by its name as the kernel keeps it (15 bytes).
+    assert.equal(denial?.process, basename(prober()).slice(0, 15), show(probes.cli));
+    assert.ok(Number.isInteger(denial?.pid) && (denial?.pid ?? 0) > 0, show(probes.cli));
   },
 );
 
@@ -495,6 +499,19 @@ refused
         /refused DNS lookup of evil\.test: no --allow-net rule names it \(--allow-net evil\.test lets it through\)/,
       );
       assert.match(r.err, new RegExp(`refused connect to 127\\.0\\.0\\.1 port ${local.port}`));
+      // The --json report names the name, and the process that asked.
+      const json = await cvisor(
+        ["--json", "--allow-net", "*.wild.test", "--dns", `127.0.0.1:${dns.port}`],
+        ["getent", "hosts", "evil.test"],
+      );
+      const report = JSON.parse(json.err.trim().split("\n").at(-1) ?? "{}") as {
+        denials?: Denial[];
+      };
+      assert.deepEqual(
+        report.denials?.map(({ syscall, target, process }) => ({ syscall, target, process })),
+        [{ syscall: "dns", target: "evil.test", process: "getent" }],
+        show(json),
+      );
       // The library's options are the same.
       const lib = await new Sandbox({ allowNet: ["*.wild.test"] }).run(
         ["getent", "hosts", "a.wild.test"],

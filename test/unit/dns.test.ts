@@ -118,13 +118,13 @@ test("the name service: allowed names answered after their grants, others NXDOMA
   assert.deepEqual(lines.splice(0), ["A 192.0.2.7 80 81"]);
   assert.equal((await ask("cdn.example", 1)).rcode, 3);
   assert.equal((await ask("gone.cdn.example", 1)).rcode, 3);
-  assert.deepEqual(lines.splice(0), ["D cdn.example"]);
+  assert.deepEqual(lines.splice(0), ["D cdn.example 0"]);
 
   // Any other name: NXDOMAIN, one denial line; none for reverse lookups or odd bytes.
   assert.deepEqual(await ask("evil.test", 1), { id: 0x1234, rcode: 3, answers: [] });
   assert.equal((await ask("7.2.0.192.in-addr.arpa", 12)).rcode, 3);
   assert.equal((await ask("a b\nA 10.0.0.1 1 65535", 1)).rcode, 3);
-  assert.deepEqual(lines.splice(0), ["D evil.test"]);
+  assert.deepEqual(lines.splice(0), ["D evil.test 0"]);
   // Other types of an allowed name: no records, no grant.
   assert.deepEqual(await ask("api.example.com", 15), { id: 0x1234, rcode: 0, answers: [] });
   assert.deepEqual(lines.splice(0), []);

@@ -31,7 +31,7 @@ struct cv_reply cv_h_ioctl(struct cv_notif *n) {
     char req[32];
     snprintf(req, sizeof req, "request 0x%llx", (unsigned long long)(uint32_t)n->req->data.args[1]);
     if (cv_fd_of_host(n->run, s)) {
-        cv_run_deny(n->run, n->req->data.nr, req, "an ioctl on a host file or device (not on the safe list)");
+        cv_run_deny(n->run, n->req->data.nr, (pid_t)n->req->pid, req, "an ioctl on a host file or device (not on the safe list)");
         return cv_err(ENOTTY);
     }
     char self[64], link[PATH_MAX];
@@ -41,6 +41,6 @@ struct cv_reply cv_h_ioctl(struct cv_notif *n) {
         if (pid > 0 && !cv_proc_visible(n, pid)) return cv_err(ENOTTY);
     }
     if (stable) return cv_continue();
-    cv_run_deny(n->run, n->req->data.nr, req, "an ioctl not on the safe list, from a multithreaded guest");
+    cv_run_deny(n->run, n->req->data.nr, (pid_t)n->req->pid, req, "an ioctl not on the safe list, from a multithreaded guest");
     return cv_err(ENOTTY);
 }

@@ -89,7 +89,7 @@ static struct cv_reply open_existing(struct cv_notif *n, const struct cv_vnode *
          * it would open for reading must be one the guest may read (a new pty's master: no). */
         if ((S_ISCHR(v->st.st_mode) || S_ISBLK(v->st.st_mode)) &&
             (cv_pty_is_master(&v->st) || !cv_device_allowed(n->run, &v->st, 0))) {
-            cv_run_deny(n->run, n->req->data.nr, v->vpath, "a host device the sandbox does not give");
+            cv_run_deny(n->run, n->req->data.nr, (pid_t)n->req->pid, v->vpath, "a host device the sandbox does not give");
             return cv_err(EACCES);
         }
         oflags = O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK | (flags & O_DIRECTORY);
@@ -173,7 +173,7 @@ struct cv_reply cv_open_path(struct cv_notif *n, int dirfd, const char *path, in
     } else if ((S_ISCHR(st->st_mode) || S_ISBLK(st->st_mode)) && !(flags & O_PATH) &&
                !(S_ISCHR(st->st_mode) && cv_readable_device(n->run, st->st_rdev))) {
         /* disks, other terminals, input devices, the kernel log: not even for reading */
-        cv_run_deny(n->run, n->req->data.nr, v.vpath, "a host device the sandbox does not give");
+        cv_run_deny(n->run, n->req->data.nr, (pid_t)n->req->pid, v.vpath, "a host device the sandbox does not give");
         out = cv_err(EACCES);
     } else if (!w) {
         out = kernel_may_open(n, &v) ? cv_continue() : open_existing(n, &v, flags);

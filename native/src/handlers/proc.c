@@ -56,7 +56,7 @@ int cv_proc_access(struct cv_notif *n, const struct cv_resolved *res, int write)
         const char *rest = pid_rest(res->path);
         for (size_t i = 0; rest && i < sizeof init_visible / sizeof init_visible[0]; i++)
             if (!strcmp(rest, init_visible[i]) && !write) return 0;
-        cv_run_deny(n->run, n->req->data.nr, res->path, "the sandbox's init: only its name and status show");
+        cv_run_deny(n->run, n->req->data.nr, (pid_t)n->req->pid, res->path, "the sandbox's init: only its name and status show");
         return -EACCES;
     }
     return member_of(pid, n) ? 0 : -ENOENT;
@@ -150,7 +150,7 @@ static struct cv_reply reopen_fd(struct cv_notif *n, int pin, int gfd, int flags
         /* Held is not opened: an O_PATH fd of a device gives what its path would, no more. */
         if (cv_pty_is_master(&st) && !(flags & O_PATH)) return cv_pty_reopen_master(n, real, flags);
         if (!cv_device_allowed(n->run, &st, writes(flags) && !(flags & O_PATH))) {
-            cv_run_deny(n->run, n->req->data.nr, real, "a host device the sandbox does not give");
+            cv_run_deny(n->run, n->req->data.nr, (pid_t)n->req->pid, real, "a host device the sandbox does not give");
             return cv_err(EACCES);
         }
         return reopen(n, s, &st, flags);

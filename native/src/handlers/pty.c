@@ -146,7 +146,7 @@ struct cv_reply cv_pty_open_slave(struct cv_notif *n, const struct stat *st, con
     }
     pthread_mutex_unlock(&r->pty_lock);
     if (!found) {
-        cv_run_deny(r, n->req->data.nr, vpath, "a terminal the sandbox did not make");
+        cv_run_deny(r, n->req->data.nr, (pid_t)n->req->pid, vpath, "a terminal the sandbox did not make");
         return cv_err(EACCES);
     }
     if (fd < 0) return cv_err(errno);

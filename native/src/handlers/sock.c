@@ -264,7 +264,7 @@ static int unix_target(struct cv_notif *n, const struct sockaddr_storage *ss, so
         char name[256];
         abstract_text(un, len, name, sizeof name);
         if (abstract_known(n->run, name)) return 0;
-        cv_run_deny(n->run, nr, name, "abstract unix socket made outside the sandbox");
+        cv_run_deny(n->run, nr, (pid_t)n->req->pid, name, "abstract unix socket made outside the sandbox");
         return -ECONNREFUSED; /* what connecting to a name nobody bound says */
     }
     char given[sizeof un->sun_path + 1], path[PATH_MAX];
@@ -281,7 +281,7 @@ static int unix_target(struct cv_notif *n, const struct sockaddr_storage *ss, so
     else if (!cv_vnode_stored(&v) && !allowed_host_socket(n->run, v.vpath)) {
         char why[PATH_MAX + 64];
         snprintf(why, sizeof why, "host unix socket (--allow-unix %s lets it through)", v.vpath);
-        cv_run_deny(n->run, nr, v.vpath, why);
+        cv_run_deny(n->run, nr, (pid_t)n->req->pid, v.vpath, why);
         e = -EACCES;
     } else {
         t->obj = cv_vnode_open(&v, 0);
@@ -405,7 +405,7 @@ static struct cv_reply do_bind(struct cv_notif *n) {
         if (port && !listen_allowed(n->run, domain, &ss, len)) {
             char what[32];
             snprintf(what, sizeof what, "port %u", (unsigned)ntohs(port));
-            cv_run_deny(n->run, n->req->data.nr, what, listen_rule(n->run));
+            cv_run_deny(n->run, n->req->data.nr, (pid_t)n->req->pid, what, listen_rule(n->run));
             return cv_err(EACCES);
         }
     }
@@ -427,7 +427,7 @@ static struct cv_reply do_listen(struct cv_notif *n) {
         memset(&ss, 0, sizeof ss);
         int bound = getsockname(s, (struct sockaddr *)&ss, &len) == 0 && ((struct sockaddr_in *)&ss)->sin_port;
         if (!bound ? n->run->listen != CV_LISTEN_ANY : !listen_allowed(n->run, domain, &ss, len)) {
-            cv_run_deny(n->run, n->req->data.nr, "inet socket", listen_rule(n->run));
+            cv_run_deny(n->run, n->req->data.nr, (pid_t)n->req->pid, "inet socket", listen_rule(n->run));
             return cv_err(EACCES);
         }
     }
@@ -476,7 +476,7 @@ static int inet_refused(struct cv_notif *n, int s, const struct sockaddr_storage
     inet_ntop(k == 4 ? AF_INET : AF_INET6, k == 4 ? (const void *)&v4 : (const void *)&v6, host, sizeof host);
     char what[INET6_ADDRSTRLEN + 16];
     snprintf(what, sizeof what, "%s port %u", host, (unsigned)ntohs(port));
-    cv_run_deny(n->run, n->req->data.nr, what, why);
+    cv_run_deny(n->run, n->req->data.nr, (pid_t)n->req->pid, what, why);
     return -EACCES;
 }
 
@@ -511,16 +511,16 @@ static uint16_t inet_text(const struct sockaddr_storage *ss, char *out, size_t l
     return ntohs(port);
 }
 
-/* "LOCALADDR LOCALPORT ADDR PORT": a diverted connect, from where, and where the guest asked it
- * to go: for the service it reached instead (cv_run_add_net_divert). */
-static void announce(struct cv_run *r, int s, const struct sockaddr_storage *asked) {
+/* "LOCALADDR LOCALPORT ADDR PORT TID": a diverted connect, from where, where the guest asked it
+ * to go, and which thread asked: for the service it reached instead (cv_run_add_net_divert). */
+static void announce(struct cv_run *r, pid_t tid, int s, const struct sockaddr_storage *asked) {
     struct sockaddr_storage me;
     socklen_t ml = sizeof me;
     memset(&me, 0, sizeof me);
     if (r->divert_fd < 0 || getsockname(s, (struct sockaddr *)&me, &ml) < 0) return;
-    char local[INET6_ADDRSTRLEN], host[INET6_ADDRSTRLEN], line[2 * INET6_ADDRSTRLEN + 32];
+    char local[INET6_ADDRSTRLEN], host[INET6_ADDRSTRLEN], line[2 * INET6_ADDRSTRLEN + 48];
     unsigned mine = inet_text(&me, local, sizeof local), port = inet_text(asked, host, sizeof host);
-    int l = snprintf(line, sizeof line, "%s %u %s %u\n", local, mine, host, port);
+    int l = snprintf(line, sizeof line, "%s %u %s %u %d\n", local, mine, host, port, (int)tid);
     if (write(r->divert_fd, line, (size_t)l) < 0) return; /* the service then refuses it */
 }
 
@@ -587,7 +587,7 @@ static struct cv_reply do_connect(struct cv_notif *n) {
     if (e == 0) {
         int block = blocking(s);
         e = connect_now(s, &t);
-        if (divert && (e == 0 || e == -EINPROGRESS)) announce(n->run, s, &ss);
+        if (divert && (e == 0 || e == -EINPROGRESS)) announce(n->run, (pid_t)n->req->pid, s, &ss);
         if (block && (e == -EINPROGRESS || (e == -EAGAIN && sock_domain(s) == AF_UNIX))) {
             struct connect_job *j = malloc(sizeof *j);
             if (!j) e = -ENOMEM;

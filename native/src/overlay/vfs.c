@@ -86,7 +86,7 @@ const char *cv_vfs_hidden_root(const struct cv_run *r, const char *vpath) {
 /* A guest named a hidden path: it does not exist for it, and the run's report says why. */
 static void note_hidden(const struct cv_vctx *c, const char *vp) {
     const char *root = c->nr >= 0 ? cv_vfs_hidden_root(c->run, vp) : NULL;
-    if (root) cv_run_deny(c->run, c->nr, root, "hidden from the sandbox (--expose gives a credential store back)");
+    if (root) cv_run_deny(c->run, c->nr, c->guest ? c->guest->tid : 0, root, "hidden from the sandbox (--expose gives a credential store back)");
 }
 
 /* The root of the upper or read-only layer a real path lies in, or NULL for a host path. */

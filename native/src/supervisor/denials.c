@@ -10,7 +10,29 @@
 
 #define CV_MAX_DENIALS 256
 
-void cv_run_deny(struct cv_run *r, int nr, const char *target, const char *why) {
+/* The process a thread belongs to, and its name, from /proc/<tid>/status. */
+static void who(pid_t tid, struct cv_denial *d) {
+    d->pid = 0;
+    d->comm[0] = 0;
+    char path[32], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)tid);
+    FILE *f = tid > 0 ? fopen(path, "re") : NULL;
+    if (!f) return;
+    while (fgets(buf, sizeof buf, f)) {
+        if (!strncmp(buf, "Name:\t", 6)) {
+            size_t l = strcspn(buf + 6, "\n");
+            if (l >= sizeof d->comm) l = sizeof d->comm - 1;
+            memcpy(d->comm, buf + 6, l);
+            d->comm[l] = 0;
+        } else if (!strncmp(buf, "Tgid:\t", 6)) {
+            d->pid = (pid_t)atoi(buf + 6);
+            break;
+        }
+    }
+    fclose(f);
+}
+
+void cv_run_deny(struct cv_run *r, int nr, pid_t tid, const char *target, const char *why) {
     pthread_mutex_lock(&r->deny_lock);
     for (size_t i = 0; i < r->ndeny; i++) {
         struct cv_denial *d = &r->denials[i];
@@ -37,6 +59,7 @@ void cv_run_deny(struct cv_run *r, int nr, const char *target, const char *why) 
     struct cv_denial *d = &r->denials[r->ndeny];
     d->nr = nr;
     d->count = 1;
+    who(tid, d);
     d->target = strdup(target);
     d->why = strdup(why);
     if (d->target && d->why) r->ndeny++;
@@ -93,6 +116,11 @@ CV_API int cv_run_denials_json(cv_run *r, char *buf, size_t len) {
         at = put_escaped(buf, len, at, d->target);
         at = put(buf, len, at, "\",\"why\":\"");
         at = put_escaped(buf, len, at, d->why);
+        if (d->pid > 0) {
+            snprintf(tmp, sizeof tmp, "\",\"pid\":%d,\"process\":\"", (int)d->pid);
+            at = put(buf, len, at, tmp);
+            at = put_escaped(buf, len, at, d->comm);
+        }
         at = put(buf, len, at, "\"}");
     }
     at = put(buf, len, at, "]");

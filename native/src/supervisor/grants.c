@@ -19,13 +19,16 @@ static int same_rule(const struct cv_net_rule *a, const struct cv_net_rule *b) {
 }
 
 /* "A ADDR LO HI": one address and a port range, never an address only a rule naming it may open
- * (loopback, link-local: a name looked up while the run goes must not open them). "D NAME": a
- * lookup the service refused, for the report. 1 when done, 0 when refused. */
+ * (loopback, link-local: a name looked up while the run goes must not open them). "D NAME [TID]":
+ * a lookup the service refused, for the report. 1 when done, 0 when refused. */
 static int apply(struct cv_run *r, char *line) {
     char addr[64];
     int lo, hi, used = 0;
     if (line[0] == 'D' && line[1] == ' ' && line[2]) {
-        cv_run_deny(r, CV_DENY_DNS, line + 2, "no --allow-net rule names it");
+        char *space = strchr(line + 2, ' '); /* "D NAME [TID]": who asked, as announced */
+        pid_t tid = space ? (pid_t)atoi(space + 1) : 0;
+        if (space) *space = 0;
+        cv_run_deny(r, CV_DENY_DNS, tid, line + 2, "no --allow-net rule names it");
         return 1;
     }
     if (sscanf(line, "A %63s %d %d%n", addr, &lo, &hi, &used) != 3 || line[used]) return 0;

@@ -204,7 +204,7 @@ static struct cv_reply decide(struct cv_notif *n, uint32_t policy, struct cv_rep
     struct cv_reply rep;
     if (hooked && r->hook_dead) {
         const char *name = cv_syscall_name(d->nr);
-        cv_run_deny(r, d->nr, name ? name : "", "the onSyscall hook is gone: the call fails closed");
+        cv_run_deny(r, d->nr, (pid_t)n->req->pid, name ? name : "", "the onSyscall hook is gone: the call fails closed");
         rep = cv_err(EPERM);
     } else if (action == SECCOMP_RET_ERRNO) {
         rep = cv_err((int)(policy & SECCOMP_RET_DATA)); /* cvisor's refusal stands, whatever the hook says */

@@ -40,6 +40,8 @@ struct cv_denial {
     unsigned long count;
     char *target; /* the path, address or fd it named */
     char *why;
+    pid_t pid;     /* the first process refused it (0: unknown), and its name */
+    char comm[16];
 };
 
 /* What /proc/<pid>/exe reads for a process the relay started from a memfd copy. */
@@ -244,9 +246,10 @@ int cv_run_add_rule(struct cv_run *r, const struct cv_net_rule *rule);
 /* grants.c: the lines the grant fd holds, applied and answered; -1 when it is closed or broken. */
 int cv_grants_read(struct cv_run *r);
 
-/* denials.c; nr CV_DENY_DNS: a name lookup the credential broker refused (target: the name). */
+/* denials.c; nr CV_DENY_DNS: a name lookup the credential broker refused (target: the name).
+ * tid: the calling thread (0: unknown); the first one's process is kept. */
 #define CV_DENY_DNS (-2)
-void cv_run_deny(struct cv_run *r, int nr, const char *target, const char *why);
+void cv_run_deny(struct cv_run *r, int nr, pid_t tid, const char *target, const char *why);
 void cv_run_denials_free(struct cv_run *r);
 
 /* tree.c: the sandbox's processes are the init's descendants. */

@@ -109,7 +109,7 @@ export interface NameServiceOptions {
   rules: readonly NameRule[];
   /** Looks a name up on this host (or the --dns servers). */
   lookup: (name: string) => Promise<Found>;
-  /** A line for the supervisor ("A ADDR LO HI" or "D NAME"): true once it is in force. */
+  /** A line for the supervisor ("A ADDR LO HI" or "D NAME TID"): true once it is in force. */
   grant: (line: string) => Promise<boolean>;
 }
 
@@ -123,15 +123,15 @@ export class NameService {
     return this.o.rules.filter((r) => (r.wildcard ? name.endsWith(`.${r.name}`) : name === r.name));
   }
 
-  /** The answer to one message, or null when it is not a query (the connection ends). */
-  async handle(msg: Buffer): Promise<Buffer | null> {
+  /** The answer to one message, or null when it is not a query (the connection ends). tid: who asked. */
+  async handle(msg: Buffer, tid = 0): Promise<Buffer | null> {
     const q = parseQuery(msg);
     if (q === null) return null;
     if (!("name" in q)) return header(q.id, 0, q.rcode, 0, 0);
     const rules = plainName(q.name) ? this.rulesFor(q.name) : [];
     if (rules.length === 0) {
       // Reverse lookups are asked by many tools as a matter of course: not worth a line.
-      if (plainName(q.name) && !q.name.endsWith(".arpa")) await this.o.grant(`D ${q.name}`);
+      if (plainName(q.name) && !q.name.endsWith(".arpa")) await this.o.grant(`D ${q.name} ${tid}`);
       return answer(q, NXDOMAIN, []);
     }
     if (q.type !== A && q.type !== AAAA) return answer(q, 0, []);

@@ -12,8 +12,8 @@
 // TCP connects to NAME_SERVER port 53 are diverted and announced here too.
 //
 //   fd 3: the configuration, JSON (BrokerConfig), to EOF; fd 4: "PORT\n" once listening;
-//   fd 5: the announcements, "LOCALADDR LOCALPORT ADDR PORT\n" (where the guest's socket is, and
-//   where it asked to go); its EOF (the run is over) ends the broker;
+//   fd 5: the announcements, "LOCALADDR LOCALPORT ADDR PORT TID\n" (where the guest's socket is,
+//   where it asked to go, which thread asked); its EOF (the run is over) ends the broker;
 //   fd 6 (with a name service): the grants, a stream socket to the supervisor
 //   (cv_run_set_grant_fd): a line each way per grant.
 import dns from "node:dns";
@@ -29,6 +29,8 @@ import { NAME_SERVER, NameService, rcodeOf, type Found } from "./dns.js";
 interface Announced {
   addr: string;
   port: number;
+  /** The guest thread that connected. */
+  tid: number;
 }
 
 const HOP_BY_HOP = new Set([
@@ -140,7 +142,7 @@ function lookupWith(servers: readonly string[]): (name: string) => Promise<Found
 }
 
 /** Queries over one TCP connection (each a 2-byte length, then the message), answered in order. */
-function serveNames(sock: net.Socket, names: NameService): void {
+function serveNames(sock: net.Socket, names: NameService, tid: number): void {
   let got = Buffer.alloc(0);
   let busy = Promise.resolve();
   sock.setTimeout(30_000, () => sock.destroy());
@@ -155,7 +157,7 @@ function serveNames(sock: net.Socket, names: NameService): void {
       const msg = got.subarray(2, 2 + got.readUInt16BE(0));
       got = got.subarray(2 + msg.length);
       busy = busy.then(async () => {
-        const reply = await names.handle(msg);
+        const reply = await names.handle(msg, tid);
         if (reply === null) {
           sock.destroy();
           return;
@@ -180,10 +182,10 @@ function main(): void {
   announcements.on("data", (chunk) => {
     pending += chunk.toString();
     for (let nl = pending.indexOf("\n"); nl >= 0; nl = pending.indexOf("\n")) {
-      const [from, fromPort, addr, port] = pending.slice(0, nl).split(" ");
+      const [from, fromPort, addr, port, tid] = pending.slice(0, nl).split(" ");
       pending = pending.slice(nl + 1);
       const key = `${from} ${fromPort}`;
-      const a = { addr: addr ?? "", port: Number(port) };
+      const a = { addr: addr ?? "", port: Number(port), tid: Number(tid) || 0 };
       const waiter = waiting.get(key);
       if (waiter) waiter(a);
       else announced.set(key, a);
@@ -264,7 +266,10 @@ function main(): void {
     : undefined;
 
   const serve = (sock: net.Socket, orig: Announced): void => {
-    if (names && orig.addr === NAME_SERVER && orig.port === 53) return serveNames(sock, names);
+    if (names && orig.addr === NAME_SERVER && orig.port === 53) {
+      serveNames(sock, names, orig.tid);
+      return;
+    }
     let hosts = config.hosts.filter((h) => h.port === orig.port && h.addrs.includes(orig.addr));
     if (hosts.length === 0) {
       sock.destroy();
