@@ -150,6 +150,10 @@ export class NameService {
     const hit = this.cache.get(name);
     if (hit && Date.now() - hit.at < 5000) return hit.found;
     const found = this.o.lookup(name).catch((): Found => ({ rcode: SERVFAIL }));
+    // Distinct names under a wildcard are the guest's to make up: keep only the recent ones.
+    if (this.cache.size >= 1024) {
+      for (const [k, v] of this.cache) if (Date.now() - v.at >= 5000) this.cache.delete(k);
+    }
     this.cache.set(name, { at: Date.now(), found });
     return found;
   }
