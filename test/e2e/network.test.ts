@@ -464,6 +464,8 @@ gtest(
           "-c",
           [
             "grep -c 'options use-vc' /etc/resolv.conf",
+            // A refused name as long as names go does not stop the grants that follow.
+            `getent hosts ${["x", "y", "z", "w"].map((c) => c.repeat(60)).join(".")}.evil || true`,
             script("a.wild.test", a.port),
             script("api.svc.test", a.port),
             "getent hosts api.svc.test >/dev/null && echo found",

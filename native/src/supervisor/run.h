@@ -105,7 +105,7 @@ struct cv_run {
     size_t nnet_rules, net_rules_cap;
     int divert_fd;            /* where each diverted connect is announced, or -1 */
     int grant_fd;             /* destinations granted while the run goes (grants.c), or -1 */
-    char grant_buf[256];
+    char grant_buf[512];      /* a line: "D " + a name of up to 253 bytes + a tid, or an "A" grant */
     size_t grant_len, ngranted;
     int listen;               /* enum cv_listen */
     int ctty;                 /* the guest's session takes its stdin as controlling terminal */

@@ -7,7 +7,6 @@
 // this host's trust store) with the injected headers, and every secret is replaced by its
 // placeholder in what comes back.
 //
-//
 // It also serves the run's name service (./dns.ts), when the allow-list names hosts: the guest's
 // TCP connects to NAME_SERVER port 53 are diverted and announced here too.
 //
