@@ -91,6 +91,7 @@ test("the name service: allowed names answered after their grants, others NXDOMA
     lookup: async (name) => {
       asked.push(name);
       if (name === "gone.cdn.example") return { rcode: 3 };
+      if (name === "z.cdn.example") return { addrs: ["192.0.2.8"] };
       return { addrs: ["192.0.2.7", "2001:db8::7"] };
     },
     grant: (line) => {
@@ -112,6 +113,9 @@ test("the name service: allowed names answered after their grants, others NXDOMA
   assert.deepEqual(v6.answers, [[28, "20010db8000000000000000000000007"]]);
   assert.deepEqual(lines.splice(0), ["A 2001:db8::7 443 443"]);
   assert.deepEqual(asked, ["api.example.com"], "the A and AAAA questions share one lookup");
+  // A grant in force is not asked for again.
+  assert.equal((await ask("api.example.com", 1)).rcode, 0);
+  assert.deepEqual(lines.splice(0), []);
 
   // A wildcard names what is below it, not the domain itself.
   assert.equal((await ask("x.y.cdn.example", 1)).rcode, 0);

@@ -116,6 +116,8 @@ export interface NameServiceOptions {
 /** Answers queries; one per call, the grants in force before the answer is returned. */
 export class NameService {
   private readonly cache = new Map<string, { at: number; found: Promise<Found> }>();
+  /** Grants in force: the supervisor need not be asked again. */
+  private readonly granted = new Set<string>();
   constructor(private readonly o: NameServiceOptions) {}
 
   /** The rules that name this name: exactly, or (a wildcard) as a name below it. */
@@ -141,8 +143,12 @@ export class NameService {
     const lines = new Set(addrs.flatMap((a) => rules.map((r) => `A ${a} ${r.portLo} ${r.portHi}`)));
     // A refused grant (loopback, link-local) still answers: the connect is then refused, with
     // the rule that would let it through.
-    await Promise.all([...lines].map((l) => this.o.grant(l)));
+    await Promise.all([...lines].filter((l) => !this.granted.has(l)).map((l) => this.grant(l)));
     return answer(q, 0, addrs);
+  }
+
+  private async grant(line: string): Promise<void> {
+    if (await this.o.grant(line)) this.granted.add(line);
   }
 
   /** One lookup for the A and AAAA questions a resolver sends together. */
