@@ -8,6 +8,7 @@
 // through.
 import assert from "node:assert/strict";
 import net from "node:net";
+import { readFileSync } from "node:fs";
 import { basename } from "node:path";
 import { Sandbox, type Denial } from "../../src/index.js";
 import dgram from "node:dgram";
@@ -405,7 +406,7 @@ gtest(
       );
       assert.equal(local.out, `${a.token}\n`, show(local));
       // The host's /etc/hosts is unchanged, and the run left no layer behind.
-      assert.ok(!(await import("node:fs")).readFileSync("/etc/hosts", "utf8").includes("api.test"));
+      assert.ok(!readFileSync("/etc/hosts", "utf8").includes("api.test"));
     } finally {
       await a.close();
       await b.close();
@@ -565,6 +566,17 @@ gtest(
     } finally {
       await v4.close();
     }
+    // --dns outside an allow-list: the guest's own name servers (docker's flag), the host's
+    // other resolv.conf lines kept, the host's file untouched.
+    const hostConf = readFileSync("/etc/resolv.conf", "utf8");
+    const conf = await cvisor(
+      ["--dns", "192.0.2.53", "--dns", "2001:db8::53"],
+      ["cat", "/etc/resolv.conf"],
+    );
+    assert.equal(conf.code, 0, show(conf));
+    const servers = conf.out.split("\n").filter((l) => l.startsWith("nameserver"));
+    assert.deepEqual(servers, ["nameserver 192.0.2.53", "nameserver 2001:db8::53"], show(conf));
+    assert.equal(readFileSync("/etc/resolv.conf", "utf8"), hostConf);
     for (const [args, message] of [
       [["--network", "none", "--allow-net", "10.0.0.1"], /--allow-net needs the network/],
       [["--no-network", "--allow-net", "10.0.0.1"], /--allow-net needs the network/],
