@@ -53,7 +53,9 @@ export function runSpec(
 ): PlannedRun {
   checkArgv(argv);
   const limits = parseLimits(o.limits, options.limits);
-  const net = planNetwork(o, options, native.resolveHost, readHostsFile);
+  let hostsFile: string | undefined; // read once, if at all
+  const readHosts = (): string => (hostsFile ??= readHostsFile());
+  const net = planNetwork(o, options, native.resolveHost, readHosts);
   const secrets = Object.entries({ ...o.secrets, ...options.secrets }).map(([name, source]) =>
     readSecret(name, source),
   );
@@ -94,7 +96,7 @@ export function runSpec(
   if (net.hosts.size > 0 || net.injects.length > 0 || names || net.dns.length > 0) {
     if (!layer.scratch || !layer.cleanups) throw new UsageError("network names need a run's layer");
     const dir = layer.scratch();
-    if (net.hosts.size > 0) writeHosts(dir, net.hosts);
+    if (net.hosts.size > 0) writeHosts(dir, readHosts(), net.hosts);
     if (net.dns.length > 0 || names) writeResolvConf(dir, net.dns, names ? NAME_SERVER : undefined);
     if (net.injects.length > 0 || names) {
       const broker = startBroker({
@@ -109,12 +111,7 @@ export function runSpec(
         native.close(broker.announceFd);
         if (broker.grantFd !== undefined) native.close(broker.grantFd);
       });
-      const toNames = names ? [{ addr: NAME_SERVER, prefix: 32, portLo: 53, portHi: 53 }] : [];
-      spec.divert = {
-        rules: [...net.diverts, ...toNames],
-        port: broker.port,
-        fd: broker.announceFd,
-      };
+      spec.divert = { rules: net.diverts, port: broker.port, fd: broker.announceFd };
       if (broker.grantFd !== undefined) spec.grantFd = broker.grantFd;
       if (broker.caPem !== undefined) brokerEnv = writeTrust(dir, broker.caPem);
       for (const { name } of secrets) brokerEnv[name] = placeholder(name);

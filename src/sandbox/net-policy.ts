@@ -13,7 +13,8 @@
 import { UsageError } from "../core/errors.js";
 import type { NetRule } from "../core/native.js";
 import { parseInject, type InjectRule } from "./broker/broker.js";
-import type { NameRule } from "./broker/config.js";
+import { HOST_NAME, type NameRule } from "./broker/config.js";
+import { NAME_SERVER } from "./broker/dns.js";
 
 /** The network of a run: "host" (the default), "none", or only what `allowNet` allows. */
 export type NetworkMode = "host" | "none";
@@ -34,7 +35,7 @@ export interface NetPlan {
   netRules: NetRule[];
   /** name → addresses, in the order given (--add-host first). */
   hosts: Map<string, string[]>;
-  /** The --inject rules, and the addresses whose connects go to the broker. */
+  /** The --inject rules, and the addresses whose connects go to the broker (theirs, and the name service's). */
   injects: InjectRule[];
   diverts: NetRule[];
   /** Allow-list names the run's name service answers (none: no name service). */
@@ -61,8 +62,10 @@ export function ipFamily(text: string): 0 | 4 | 6 {
   }
 }
 
-const NAME =
-  /^(?=.{1,253}$)[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?(?:\.[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?)*\.?$/i;
+/** A host name, maybe with a trailing dot (as DNS writes a full name). */
+function isName(text: string): boolean {
+  return HOST_NAME.test(text.replace(/\.$/, ""));
+}
 
 function bad(text: string, why: string): UsageError {
   return new UsageError(`invalid --allow-net rule '${text}': ${why}`, "EINVALID_NET_RULE");
@@ -111,7 +114,7 @@ export function parseAllowRule(text: string): AllowRule {
   }
   const wildcard = host.startsWith("*.");
   const name = wildcard ? host.slice(2) : host;
-  if (slash >= 0 || !NAME.test(name) || (wildcard && !name.includes(".")))
+  if (slash >= 0 || !isName(name) || (wildcard && !name.includes(".")))
     throw bad(
       text,
       wildcard
@@ -147,7 +150,7 @@ export function parseAddHost(text: string): { name: string; addr: string } {
   const at = typeof text === "string" ? text.search(/[:=]/) : -1;
   const name = at < 0 ? "" : text.slice(0, at);
   const addr = at < 0 ? "" : text.slice(at + 1).replace(/^\[(.*)\]$/, "$1");
-  if (!NAME.test(name) || ipFamily(addr) === 0) {
+  if (!isName(name) || ipFamily(addr) === 0) {
     throw new UsageError(
       `invalid --add-host '${String(text)}': use NAME:IP (api.test:127.0.0.1, db=::1)`,
       "EINVALID_ADD_HOST",
@@ -253,6 +256,8 @@ export function planNetwork(
   for (const i of injects) {
     for (const a of addrsOf(i.host, `--inject ${i.host}`)) diverts.push(one(a, i.port, i.port));
   }
+  // The guest's resolver reaches the run's name service by a diverted connect.
+  if (names.length > 0) diverts.push(one(NAME_SERVER, 53, 53));
   if (dns.length > 0 && (none || (list && names.length === 0))) {
     throw new UsageError(
       none

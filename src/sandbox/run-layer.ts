@@ -70,9 +70,13 @@ export function readHostsFile(): string {
   return read("/etc/hosts") ?? "";
 }
 
-/** /etc/hosts: the host's, with a line per address of each name. */
-export function writeHosts(dir: string, hosts: ReadonlyMap<string, readonly string[]>): void {
-  put(dir, "/etc/hosts", hostsText(readHostsFile(), hosts));
+/** /etc/hosts: the host's (its text, readHostsFile's), with a line per address of each name. */
+export function writeHosts(
+  dir: string,
+  base: string,
+  hosts: ReadonlyMap<string, readonly string[]>,
+): void {
+  put(dir, "/etc/hosts", hostsText(base, hosts));
 }
 
 /**

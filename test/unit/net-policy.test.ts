@@ -139,6 +139,8 @@ test("plans: the mode, the rules from names and addresses, and the names of /etc
     { name: "localhost", wildcard: false, portLo: 8080, portHi: 8080 },
   ]);
   assert.deepEqual([...list.hosts], [["db.test", ["127.0.0.5"]]]);
+  // The guest reaches the name service by a connect to 127.0.0.53:53, diverted to the broker.
+  assert.deepEqual(list.diverts, [{ addr: "127.0.0.53", prefix: 32, portLo: 53, portHi: 53 }]);
   // Without a name among its rules, an allow-list has no name service.
   assert.deepEqual(planNetwork({ allowNet: ["10.0.0.1"] }, {}, resolve).names, []);
   // --dns: the name service's servers; the guest's own outside an allow-list (port 53 only).

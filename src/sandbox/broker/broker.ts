@@ -13,7 +13,7 @@ import { builtin } from "../../core/builtin.js";
 import { SetupError, UsageError } from "../../core/errors.js";
 import * as native from "../../core/native.js";
 import type { SecretSource } from "../types.js";
-import type { BrokerConfig, BrokerHost, NameRule } from "./config.js";
+import { HOST_NAME, type BrokerConfig, type BrokerHost, type NameRule } from "./config.js";
 import { makeCa, makeServerCert } from "./x509.js";
 
 /** One --inject rule, parsed. */
@@ -29,8 +29,6 @@ export interface InjectRule {
 
 const SECRET_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
-const HOST_NAME =
-  /^(?=.{1,253}$)[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?(?:\.[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?)*$/i;
 
 /** What the guest sees in NAME instead of the secret. */
 export function placeholder(name: string): string {
@@ -239,6 +237,12 @@ export function startBroker(spec: BrokerSpec): Broker {
   const [readyR, readyW] = native.pipe();
   const [annR, annW] = native.pipe();
   const [grantOurs, grantTheirs] = spec.names ? native.socketpair() : [-1, -1];
+  // Each fd closed once: a number closed twice may by then be another file's.
+  const open = new Set([cfgR, cfgW, readyR, readyW, annR, annW, grantOurs, grantTheirs]);
+  open.delete(-1);
+  const close = (fd: number): void => {
+    if (open.delete(fd)) closeSync(fd);
+  };
   // child_process only here: a plain run does not load it.
   const { spawn } = builtin<typeof import("node:child_process")>("node:child_process");
   const main = join(native.packageRoot(), "dist", "src", "sandbox", "broker", "main.js");
@@ -257,18 +261,15 @@ export function startBroker(spec: BrokerSpec): Broker {
       ],
     });
     child.unref();
-    closeSync(cfgR);
-    closeSync(readyW);
-    closeSync(annR);
-    if (spec.names) closeSync(grantTheirs);
+    for (const fd of [cfgR, readyW, annR, grantTheirs]) close(fd);
     const payload = Buffer.from(JSON.stringify(config));
     for (let at = 0; at < payload.length;) at += writeSync(cfgW, payload, at);
-    closeSync(cfgW);
+    close(cfgW);
     const buf = Buffer.alloc(32);
     let got = "";
     for (let n; !got.includes("\n") && (n = readSync(readyR, buf)) > 0;)
       got += buf.toString("utf8", 0, n);
-    closeSync(readyR);
+    close(readyR);
     const port = Number.parseInt(got, 10);
     if (!(port > 0)) {
       child.kill("SIGKILL");
@@ -287,14 +288,7 @@ export function startBroker(spec: BrokerSpec): Broker {
       },
     };
   } catch (err) {
-    for (const fd of [cfgR, cfgW, readyR, readyW, annR, annW, grantOurs, grantTheirs]) {
-      if (fd < 0) continue;
-      try {
-        closeSync(fd);
-      } catch {
-        // already closed
-      }
-    }
+    for (const fd of [...open]) close(fd);
     throw err;
   }
 }

@@ -1,6 +1,14 @@
 // What ./broker.ts hands the broker process (./main.ts), and how the broker applies an injected
 // host's --allow-http rules to each request.
 
+/**
+ * A host name: dot-separated labels of letters, digits, '-' and '_' (63 bytes at most, no '-'
+ * at either end), 253 bytes in all, no trailing dot. The one pattern for --allow-net, --add-host,
+ * --inject and --allow-http names and the names the name service answers.
+ */
+export const HOST_NAME =
+  /^(?=.{1,253}$)[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?(?:\.[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?)*$/i;
+
 /** Methods ("*": any) and a path: exact, or a prefix when it ends with "*". */
 export interface RequestRule {
   methods: string[];

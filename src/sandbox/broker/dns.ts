@@ -4,7 +4,7 @@
 // names, resolved by this host's resolver (or the --dns servers) when asked, and grants each
 // address to the run (with the rule's ports) before the guest sees the answer; any other name
 // gets NXDOMAIN, noted as a denial. The wire format is RFC 1035's, over TCP (RFC 7766).
-import type { NameRule } from "./config.js";
+import { HOST_NAME, type NameRule } from "./config.js";
 
 /** The address the guest's resolv.conf names (systemd-resolved's stub address). */
 export const NAME_SERVER = "127.0.0.53";
@@ -23,7 +23,7 @@ export interface Question {
   id: number;
   /** The query's flags (its RD bit is echoed). */
   flags: number;
-  /** Lower case, no trailing dot; the bytes as they came (see plainName). */
+  /** Lower case, no trailing dot; the bytes as they came (HOST_NAME says which can be matched or noted). */
   name: string;
   type: number;
   /** The question section as sent, echoed in the answer. */
@@ -51,11 +51,6 @@ export function parseQuery(msg: Buffer): Question | { id: number; rcode: number 
   if (at + 4 > msg.length || at - 12 > 255) return { id, rcode: FORMERR };
   const name = labels.join(".").toLowerCase();
   return { id, flags, name, type: msg.readUInt16BE(at), raw: msg.subarray(12, at + 4) };
-}
-
-/** A name of letters, digits, '-', '_' and dots (one a denial line and a rule can hold). */
-export function plainName(name: string): boolean {
-  return /^[a-z0-9_-]+(?:\.[a-z0-9_-]+)*$/.test(name) && name.length <= 253;
 }
 
 /** An address's bytes: 4 for IPv4, 16 for IPv6 (text as node:dns gives it). */
@@ -130,10 +125,11 @@ export class NameService {
     const q = parseQuery(msg);
     if (q === null) return null;
     if (!("name" in q)) return header(q.id, 0, q.rcode, 0, 0);
-    const rules = plainName(q.name) ? this.rulesFor(q.name) : [];
+    const rules = HOST_NAME.test(q.name) ? this.rulesFor(q.name) : [];
     if (rules.length === 0) {
       // Reverse lookups are asked by many tools as a matter of course: not worth a line.
-      if (plainName(q.name) && !q.name.endsWith(".arpa")) await this.o.grant(`D ${q.name} ${tid}`);
+      if (HOST_NAME.test(q.name) && !q.name.endsWith(".arpa"))
+        await this.o.grant(`D ${q.name} ${tid}`);
       return answer(q, NXDOMAIN, []);
     }
     if (q.type !== A && q.type !== AAAA) return answer(q, 0, []);
