@@ -47,6 +47,8 @@ const CLI = path.join(REPO, "dist/cvisor.cjs"); // the package's bin
 const LIB = path.join(REPO, "dist/src/index.js");
 const CORE = path.join(REPO, "native/build/libcvisor.so");
 
+// Levels of the deep-tree row: its path stays under PATH_MAX (4 096), so every peer can run it.
+const DEEP_LEVELS = 1000;
 const LIB_WARMUP = 20;
 const LIB_ITERATIONS = 200;
 const MIN_SAMPLES = 3; // a slow runner still gets this many rounds
@@ -585,6 +587,21 @@ function workloads(tmp) {
       reset: () => fs.rmSync(build, { recursive: true, force: true }),
     },
     {
+      id: "deep-tree",
+      label: `deep tree (${DEEP_LEVELS} × mkdir d; cd d, then rm -rf)`,
+      argv: [
+        sh,
+        "-c",
+        `cd "$1" && i=0; while [ $i -lt ${DEEP_LEVELS} ]; do mkdir d && cd d || exit 1; i=$((i+1)); done; cd "$1" && rm -rf d`,
+        "sh",
+        tmp.deep,
+      ],
+      kind: "metadata",
+      writable: [tmp.deep],
+      prepare: () => fs.mkdirSync(tmp.deep, { recursive: true, mode: 0o777 }),
+      reset: () => fs.rmSync(path.join(tmp.deep, "d"), { recursive: true, force: true }),
+    },
+    {
       id: "cat-200M",
       label: "cat 200 MB file",
       argv: [sh, "-c", `cat ${tmp.bigFile} > /dev/null`],
@@ -770,6 +787,7 @@ async function main() {
     scratch: path.join(tempDir, "proot-tmp"),
     bigFile: path.join(tempDir, "200M.bin"),
     cFile: path.join(tempDir, "bench.c"),
+    deep: path.join(tempDir, "deep"),
     cache: path.join(base, "cvisor-bench-cache"), // kept: generated once
   };
   fs.mkdirSync(tmp.scratch, { mode: 0o1777 });

@@ -20,6 +20,7 @@
 #include "overlay/layers.h"
 #include "overlay/moved.h"
 #include "overlay/vfs.h"
+#include "overlay/walkmemo.h"
 
 #ifndef RENAME_NOREPLACE
 #define RENAME_NOREPLACE 1
@@ -283,6 +284,7 @@ static struct cv_reply do_remove(struct cv_notif *n, int dirfd, uint64_t addr, i
         if (e == 0 && v.layer == CV_UPPER)
             e = rmdir ? cv_ov_rmdir_upper(dir, v.name) : (unlinkat(dir, v.name, 0) < 0 ? -errno : 0);
         if (e == 0) relinked(r, &v, pin, -1, NULL);
+        if (e == 0 && rmdir) cv_wmemo_forget(r, v.vpath);
     }
     cv_vnode_release(&v);
     return e < 0 ? cv_err(-e) : cv_val(0);
@@ -419,8 +421,13 @@ struct cv_reply cv_h_mutate(struct cv_notif *n) {
     case __NR_unlinkat:
         if ((int)a[2] & ~AT_REMOVEDIR) return cv_err(EINVAL);
         return do_remove(n, (int)a[0], a[1], ((int)a[2] & AT_REMOVEDIR) != 0);
-    case __NR_rename: return do_rename(n, AT_FDCWD, a[0], AT_FDCWD, a[1], 0);
-    case __NR_renameat: return do_rename(n, (int)a[0], a[1], (int)a[2], a[3], 0);
-    default: return do_rename(n, (int)a[0], a[1], (int)a[2], a[3], (unsigned)a[4]);
+    default: break;
     }
+    /* A rename moves whole trees and may bring directories up from the host: the walk's memo
+     * starts over, whatever came of it. */
+    struct cv_reply out = n->req->data.nr == __NR_rename     ? do_rename(n, AT_FDCWD, a[0], AT_FDCWD, a[1], 0)
+                          : n->req->data.nr == __NR_renameat ? do_rename(n, (int)a[0], a[1], (int)a[2], a[3], 0)
+                                                             : do_rename(n, (int)a[0], a[1], (int)a[2], a[3], (unsigned)a[4]);
+    cv_wmemo_clear(n->run);
+    return out;
 }

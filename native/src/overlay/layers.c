@@ -15,6 +15,7 @@
 #include "common/sysnr.h"
 #include "common/util.h"
 #include "overlay/vfs.h"
+#include "overlay/walkmemo.h"
 
 int cv_ov_reserved(const char *name) { return !strncmp(name, CV_WH_PREFIX, 4); }
 
@@ -128,6 +129,9 @@ static int lower_dir_stat(struct cv_run *r, const char *vdir, struct stat *st) {
 int cv_ov_upper_dir(struct cv_run *r, const char *vdir) {
     int made = cv_ov_ensure_upper(r);
     if (made < 0) return made;
+    /* Most often it is there already: one look-up, not an open a level. */
+    int there = cv_ov_open_upper(r, vdir, O_RDONLY | O_DIRECTORY, 0);
+    if (there >= 0) return there;
     int cur = openat(r->upper_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (cur < 0) return -errno;
     char buf[PATH_MAX], host[PATH_MAX] = "";
@@ -157,6 +161,7 @@ int cv_ov_upper_dir(struct cv_run *r, const char *vdir) {
                 close(t);
             }
             if (renameat2(r->work_fd, tmp, cur, c, RENAME_NOREPLACE) < 0) unlinkat(r->work_fd, tmp, AT_REMOVEDIR);
+            cv_wmemo_forget(r, host); /* a layer's directory kept without an upper one */
             next = openat(cur, c, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         }
         int e = errno;

@@ -17,6 +17,7 @@
 #include "overlay/layers.h"
 #include "overlay/lowers.h"
 #include "overlay/moved.h"
+#include "overlay/walkmemo.h"
 
 /* One directory of the walk: its virtual path and where it lives. */
 struct wdir {
@@ -305,12 +306,57 @@ static void skip_host_dirs(const struct cv_run *r, struct wdir *d, char **pp) {
     *pp = last;
 }
 
-/* The directory at a symlink-free virtual path, walked from the root. */
+/* A walk leaves a directory without a host twin in the memo every this many levels, and where
+ * it ends: a walk back up a deep tree ("..") or into its next level starts near it. */
+#define WMEMO_STRIDE 16
+
+static void remember(struct cv_run *r, const struct wdir *d) {
+    struct cv_wmemo_dir m = {.lmask = d->lmask};
+    struct stat st;
+    if (d->low >= 0 || (d->up < 0 && !d->lmask)) return;
+    if (d->up >= 0) {
+        if (fstat(d->up, &st) < 0) return;
+        m.has_up = 1;
+        m.dev = st.st_dev;
+        m.ino = st.st_ino;
+    }
+    cv_wmemo_put(r, d->vpath, strlen(d->vpath), &m);
+}
+
+/* The nearest directory of vpath (itself included) the memo holds, as a directory of the walk,
+ * once its upper directory is found to be the one the memo saw (or still none); 0 when there is
+ * none. *len: how much of vpath it stands for. */
+static int from_memo(struct cv_run *r, const char *vpath, struct wdir *d, size_t *len) {
+    struct cv_wmemo_dir m;
+    if (!cv_wmemo_find(r, vpath, len, &m)) return 0;
+    memcpy(d->vpath, vpath, *len);
+    d->vpath[*len] = 0;
+    int up = cv_ov_open_upper(r, d->vpath, O_PATH | O_DIRECTORY, 0);
+    struct stat st;
+    if (up >= 0 && (!m.has_up || fstat(up, &st) < 0 || st.st_dev != m.dev || st.st_ino != m.ino)) {
+        close(up);
+        return 0;
+    }
+    if (up < 0 && m.has_up) return 0;
+    d->up = up < 0 ? -1 : up;
+    d->low = -1;
+    d->up_borrowed = d->low_borrowed = 0;
+    d->lmask = m.lmask;
+    d->opq = cv_ov_is_opaque(d->up);
+    return 1;
+}
+
+/* The directory at a symlink-free virtual path, walked from the nearest directory the memo
+ * holds, or from the root. */
 static int dir_at(struct cv_run *r, const char *vpath, struct wdir *d) {
-    int e = root_dir(r, d);
-    if (e < 0) return e;
+    size_t from = 0;
+    if (!from_memo(r, vpath, d, &from)) {
+        int e = root_dir(r, d);
+        if (e < 0) return e;
+    }
     char buf[PATH_MAX];
-    snprintf(buf, sizeof buf, "%s", vpath);
+    snprintf(buf, sizeof buf, "%s", vpath + from);
+    int e = 0, steps = 0;
     for (char *save = NULL, *c = strtok_r(buf, "/", &save); c; c = strtok_r(NULL, "/", &save)) {
         int layer, lidx;
         struct stat st;
@@ -323,7 +369,9 @@ static int dir_at(struct cv_run *r, const char *vpath, struct wdir *d) {
             wdir_close(d);
             return e;
         }
+        if (++steps % WMEMO_STRIDE == 0) remember(r, d);
     }
+    if (steps % WMEMO_STRIDE) remember(r, d);
     return 0;
 }
 

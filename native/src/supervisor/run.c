@@ -23,6 +23,7 @@
 #include "overlay/lowers.h"
 #include "overlay/alias.h"
 #include "overlay/moved.h"
+#include "overlay/walkmemo.h"
 
 static char *xstrdup(const char *s) { return s ? strdup(s) : NULL; }
 
@@ -545,6 +546,7 @@ static void run_destroy(struct cv_run *r) {
         close(r->lower_fd[i]);
     }
     cv_lower_cache_free(r);
+    cv_wmemo_free(r);
     for (size_t i = 0; i < r->ncwd; i++) {
         free(r->cwds[i].vpath);
         if (r->cwds[i].fd >= 0) close(r->cwds[i].fd);

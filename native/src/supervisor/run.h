@@ -98,6 +98,7 @@ struct cv_run {
     int lower_fd[CV_MAX_LOWERS];/* their O_DIRECTORY fds */
     int nlower;
     struct cv_lcache *lcache;   /* their directory listings (overlay/lowers.c) */
+    struct cv_wmemo *wmemo;     /* directories the walk found in them (overlay/walkmemo.c) */
     int stdio[3];
     dev_t stdio_rdev[3]; /* terminal devices among the stdio fds (0: none) */
     int network;              /* enum cv_network */

@@ -62,6 +62,23 @@ diffTest("a directory renamed by another process: cwd and dir fds follow it", {
   steps: [{ argv: ["python3", "-c", FOLLOW_RENAME_PY] }],
 });
 
+// A tree deeper than the walk's checkpoints (overlay/walkmemo.c keeps one every 16 levels):
+// walked with relative paths from its bottom, a level renamed, removed and made again under
+// the same names, and renamed by another process while a cwd is inside it. Each must show
+// what the kernel shows, never a directory the walk remembered from before.
+diffTest(
+  "a tree 60 levels deep: walked from inside, a level renamed, removed and made again",
+  "mkdir t && cd t; for i in $(seq 60); do mkdir d && cd d && echo $i > f || exit 1; done; " +
+    "cat f ../f ../../f; pwd -P; for i in $(seq 10); do cd ..; done; cat f; " +
+    "mv d e; ls; cat e/f e/d/f; cat d/f; mkdir d; cd d; ls -A; echo in-d > g; cd ..; ls d e; " +
+    "cd e/d/d; cat f; cd ../../..; cat f; rmdir d; " +
+    "rm -rf e; mkdir -p e/d/d; echo y > e/d/d/y; find e | sort; cd e/d/d; ls -A; echo new > f; cd ../../..; " +
+    "cat e/d/d/f; cd e/d; " +
+    'python3 -c \'import os, subprocess; subprocess.run(["mv", "../../e", "../../g"], check=True); ' +
+    'print(sorted(os.listdir(".")), open("d/f").read().strip())\'; ' +
+    "cd ../..; ls; cat g/d/d/f; for i in $(seq 50); do cd ..; done; pwd -P; rm -rf d; ls -A | wc -l",
+);
+
 // ---- opaque directories ----
 
 diffTest(

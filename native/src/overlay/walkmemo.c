@@ -1,0 +1,151 @@
+#include "walkmemo.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/util.h"
+
+/* Entries: enough for the checkpoints of a tree thousands of levels deep (the walk leaves one
+ * every few levels, overlay/vfs.c) and the directories a build works in. The least recently
+ * used one makes room. */
+#define CAP 2048
+#define NBUCKETS 4096
+
+struct entry {
+    char *vpath; /* NULL: free */
+    size_t len;
+    uint64_t hash, used;
+    struct cv_wmemo_dir dir;
+    int next; /* in its bucket, or -1 */
+};
+
+struct cv_wmemo {
+    pthread_mutex_t lock;
+    struct entry e[CAP];
+    int bucket[NBUCKETS];
+    size_t n;
+    uint64_t tick;
+};
+
+static uint64_t step(uint64_t h, unsigned char c) { return (h ^ c) * 1099511628211ull; }
+#define SEED 1469598103934665603ull
+
+static struct cv_wmemo *memo(struct cv_run *r, int make) {
+    if (r->wmemo || !make) return r->wmemo;
+    struct cv_wmemo *m = calloc(1, sizeof *m);
+    if (!m) return NULL;
+    pthread_mutex_init(&m->lock, NULL);
+    for (int i = 0; i < NBUCKETS; i++) m->bucket[i] = -1;
+    r->wmemo = m;
+    return m;
+}
+
+static int lookup(struct cv_wmemo *m, const char *p, size_t len, uint64_t h) {
+    for (int i = m->bucket[h % NBUCKETS]; i >= 0; i = m->e[i].next)
+        if (m->e[i].hash == h && m->e[i].len == len && !memcmp(m->e[i].vpath, p, len)) return i;
+    return -1;
+}
+
+static void drop(struct cv_wmemo *m, int i) {
+    struct entry *x = &m->e[i];
+    int *link = &m->bucket[x->hash % NBUCKETS];
+    while (*link != i) link = &m->e[*link].next;
+    *link = x->next;
+    free(x->vpath);
+    x->vpath = NULL;
+    m->n--;
+}
+
+int cv_wmemo_find(struct cv_run *r, const char *vpath, size_t *len, struct cv_wmemo_dir *dir) {
+    struct cv_wmemo *m = memo(r, 0);
+    if (!m || vpath[0] != '/') return 0;
+    /* The hashes of the last CV_WMEMO_REACH prefixes that end a component, in one pass. */
+    struct {
+        uint64_t h;
+        size_t len;
+    } ends[CV_WMEMO_REACH];
+    size_t nends = 0;
+    uint64_t h = SEED;
+    for (size_t i = 0;; i++) {
+        if ((vpath[i] == '/' || !vpath[i]) && i > 1) {
+            ends[nends % CV_WMEMO_REACH].h = h;
+            ends[nends % CV_WMEMO_REACH].len = i;
+            nends++;
+        }
+        if (!vpath[i]) break;
+        h = step(h, (unsigned char)vpath[i]);
+    }
+    int found = 0;
+    pthread_mutex_lock(&m->lock);
+    for (size_t k = 0; k < nends && k < CV_WMEMO_REACH && !found; k++) {
+        size_t at = (nends - 1 - k) % CV_WMEMO_REACH;
+        int i = lookup(m, vpath, ends[at].len, ends[at].h);
+        if (i < 0) continue;
+        m->e[i].used = ++m->tick;
+        *len = ends[at].len;
+        *dir = m->e[i].dir;
+        found = 1;
+    }
+    pthread_mutex_unlock(&m->lock);
+    return found;
+}
+
+void cv_wmemo_put(struct cv_run *r, const char *vpath, size_t len, const struct cv_wmemo_dir *dir) {
+    struct cv_wmemo *m = memo(r, 1);
+    if (!m || len < 2 || vpath[0] != '/') return;
+    uint64_t h = SEED;
+    for (size_t i = 0; i < len; i++) h = step(h, (unsigned char)vpath[i]);
+    pthread_mutex_lock(&m->lock);
+    int i = lookup(m, vpath, len, h);
+    if (i >= 0) drop(m, i); /* made again: the newest answer */
+    char *copy = malloc(len + 1);
+    if (!copy) {
+        pthread_mutex_unlock(&m->lock);
+        return;
+    }
+    memcpy(copy, vpath, len);
+    copy[len] = 0;
+    int slot = -1;
+    if (m->n < CAP) {
+        for (slot = 0; m->e[slot].vpath; slot++) {}
+    } else {
+        slot = 0;
+        for (int k = 1; k < CAP; k++)
+            if (m->e[k].used < m->e[slot].used) slot = k;
+        drop(m, slot);
+    }
+    struct entry *x = &m->e[slot];
+    *x = (struct entry){.vpath = copy, .len = len, .hash = h, .used = ++m->tick, .dir = *dir};
+    x->next = m->bucket[h % NBUCKETS];
+    m->bucket[h % NBUCKETS] = slot;
+    m->n++;
+    pthread_mutex_unlock(&m->lock);
+}
+
+void cv_wmemo_forget(struct cv_run *r, const char *vpath) {
+    struct cv_wmemo *m = memo(r, 0);
+    if (!m) return;
+    pthread_mutex_lock(&m->lock);
+    for (int i = 0; i < CAP && m->n; i++)
+        if (m->e[i].vpath && cv_path_under(m->e[i].vpath, vpath)) drop(m, i);
+    pthread_mutex_unlock(&m->lock);
+}
+
+void cv_wmemo_clear(struct cv_run *r) {
+    struct cv_wmemo *m = memo(r, 0);
+    if (!m) return;
+    pthread_mutex_lock(&m->lock);
+    for (int i = 0; i < CAP && m->n; i++)
+        if (m->e[i].vpath) drop(m, i);
+    pthread_mutex_unlock(&m->lock);
+}
+
+void cv_wmemo_free(struct cv_run *r) {
+    struct cv_wmemo *m = r->wmemo;
+    if (!m) return;
+    cv_wmemo_clear(r);
+    pthread_mutex_destroy(&m->lock);
+    free(m);
+    r->wmemo = NULL;
+}
