@@ -8,12 +8,14 @@ import { execFileSync } from "node:child_process";
 import {
   closeSync,
   existsSync,
+  mkdirSync,
   mkdtempSync,
   openSync,
   readdirSync,
   readFileSync,
   rmSync,
   statSync,
+  writeFileSync,
 } from "node:fs";
 import path from "node:path";
 import { prober } from "../helpers/cc.js";
@@ -344,3 +346,43 @@ gtest("tail -f of a host file shows what another process appends", async (fx) =>
   assert.equal(r.code, 0, show(r));
   assert.equal(r.out, `${HELLO_TEXT}appended\n`, show(r));
 });
+
+// A host directory keeps its identity once the sandbox gives it an upper copy (deleting what is
+// in it makes one): `rm -rf` (fts) checks each ".." it climbs back through against the
+// dev/ino it saw on the way down, and failed ("fts_read failed: No such file or directory") on
+// any host tree more than a few levels deep. stat and an opened fd's fstat must agree too.
+const DEEP_HOST_LEVELS = 40;
+gtest(
+  "rm -rf, chmod -R and find of a host tree 40 levels deep; a changed directory keeps its dev/ino",
+  async (fx) => {
+    const script = [
+      'cd "$1" || exit 1',
+      "before=$(stat -c %d:%i tree/d/d)",
+      "find tree | wc -l",
+      "touch tree/d/d/new",
+      "after=$(stat -c %d:%i tree/d/d)",
+      'opened=$(python3 -c "import os; s = os.fstat(os.open(\\"tree/d/d\\", os.O_RDONLY)); print(f\\"{s.st_dev}:{s.st_ino}\\")")',
+      '[ "$before" = "$after" ] && [ "$opened" = "$after" ] && echo same-identity',
+      "chmod -R go-w tree; echo chmod=$?",
+      "rm -rf tree; echo rm=$?",
+      "test -e tree || echo gone",
+    ].join("\n");
+    const r = await cvisor([], ["sh", "-c", script, "sh", fx.root]);
+    assert.equal(r.code, 0, show(r));
+    assert.equal(
+      r.out,
+      `${DEEP_HOST_LEVELS * 2 + 1}\nsame-identity\nchmod=0\nrm=0\ngone\n`,
+      show(r),
+    );
+  },
+  {
+    setup: (fx) => {
+      let dir = fx.p("tree");
+      for (let i = 0; i < DEEP_HOST_LEVELS; i++) {
+        dir = path.join(dir, "d");
+        mkdirSync(dir, { recursive: true });
+        writeFileSync(path.join(dir, "f"), `${i}\n`);
+      }
+    },
+  },
+);

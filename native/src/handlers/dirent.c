@@ -179,7 +179,9 @@ static struct cv_reply list(struct cv_notif *n, int s, const int *fds, int nl, i
     if (len < 0) out = cv_err((int)-len);
     else if (e < 0) out = cv_err(-e);
     else {
-        if (len == 0) cv_dirsnap_drop(slot); /* the end: a seekdir back rebuilds */
+        /* The end: a seekdir back rebuilds; but on a host directory an offset that names no
+         * snapshot is the kernel's, so there the snapshot stays until the table needs room. */
+        if (len == 0 && !guest_host) cv_dirsnap_drop(slot);
         lseek(s, (off_t)cv_dirsnap_off(slot, next), SEEK_SET);
         out = cv_val(len);
     }

@@ -99,6 +99,10 @@ static struct cv_reply open_existing(struct cv_notif *n, const struct cv_vnode *
         int fd = cv_alias_open(n->run, v->adev, v->aino, oflags & ~(O_NOFOLLOW | O_NOCTTY));
         if (fd != -ENOENT) return fd < 0 ? cv_err(-fd) : inject_checked(n, fd, flags);
     }
+    if (cv_vnode_merged_dir(v)) {
+        int fd = cv_vnode_open_lower(v, oflags & ~O_NOCTTY);
+        if (fd >= 0) return inject_checked(n, fd, flags);
+    }
     int dir = v->psrc;
     const char *name = *v->name ? v->name : ".";
     if (dir < 0) return cv_err(ENOENT);

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/inotify.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/xattr.h>
@@ -93,6 +94,8 @@ static struct cv_reply do_stat(struct cv_notif *n, int dirfd, uint64_t path, uin
         st = v.st;
         if (v.in_proc && ((flags & AT_SYMLINK_NOFOLLOW) ? lstat(v.proc.path, &st) : stat(v.proc.path, &st)) < 0)
             st = v.st;
+        struct stat twin;
+        if (cv_vnode_lower_id(&v, &twin)) st.st_dev = twin.st_dev, st.st_ino = twin.st_ino;
         cv_vnode_release(&v);
     }
     return reply_write(n, buf, &st, sizeof st, 0);
@@ -107,10 +110,17 @@ static struct cv_reply do_statx(struct cv_notif *n) {
                         &v, &fd_only);
     if (e < 0) return cv_err(-e);
     cv_autoclose int fd = fd_only ? cv_guest_fd(&n->g, (int)a[0]) : cv_vnode_open(&v, 0);
+    struct stat twin;
+    int merged = !fd_only && cv_vnode_lower_id(&v, &twin);
     if (!fd_only) cv_vnode_release(&v);
     if (fd < 0) return cv_err(fd_only ? EBADF : -fd);
     struct statx stx;
     if (statx(fd, "", AT_EMPTY_PATH | (flags & AT_STATX_SYNC_TYPE), (unsigned)a[3], &stx) < 0) return cv_err(errno);
+    if (merged) {
+        stx.stx_ino = twin.st_ino;
+        stx.stx_dev_major = major(twin.st_dev);
+        stx.stx_dev_minor = minor(twin.st_dev);
+    }
     if (!fd_only && v.aino) stx.stx_nlink = (__u32)v.st.st_nlink; /* the alias's names, not its source's */
     return reply_write(n, a[4], &stx, sizeof stx, 0);
 }

@@ -509,6 +509,38 @@ int cv_vnode_lower(const struct cv_vnode *v, struct stat *st) {
     return lookup_below(v->run, parent, v->vpath, v->name, v->plmask, v->plow, &lidx, st, &ln, NULL) == 0;
 }
 
+int cv_vnode_merged_dir(const struct cv_vnode *v) {
+    return v->exists && !v->in_proc && v->layer == CV_UPPER && S_ISDIR(v->st.st_mode) && v->lower_dir && !v->opaque;
+}
+
+/* Which layer below the upper holds a merged directory's twin: *lidx (0: the host). 0 or -errno. */
+static int lower_twin(const struct cv_vnode *v, int *lidx, struct stat *st) {
+    if (!*v->name) { /* "/": its parent fds are the root's own */
+        *lidx = 0;
+        return v->plow < 0 ? -ENOENT : fstat(v->plow, st) < 0 ? -errno : 0;
+    }
+    char parent[PATH_MAX];
+    parent_of(v, parent);
+    struct cv_lnames ln;
+    return lookup_below(v->run, parent, v->vpath, v->name, v->plmask, v->plow, lidx, st, &ln, NULL);
+}
+
+int cv_vnode_lower_id(const struct cv_vnode *v, struct stat *st) {
+    int lidx;
+    return cv_vnode_merged_dir(v) && lower_twin(v, &lidx, st) == 0 && S_ISDIR(st->st_mode);
+}
+
+int cv_vnode_open_lower(const struct cv_vnode *v, int flags) {
+    int lidx;
+    struct stat st;
+    if (!cv_vnode_merged_dir(v)) return -EINVAL;
+    int e = lower_twin(v, &lidx, &st);
+    if (e < 0) return e;
+    if (lidx > 0) return cv_lower_open(v->run, lidx - 1, v->vpath, flags | O_DIRECTORY);
+    int fd = openat(v->plow, *v->name ? v->name : ".", flags | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    return fd < 0 ? -errno : fd;
+}
+
 int cv_vdir_stack(struct cv_run *r, const char *vdir, struct cv_vstack *s) {
     s->n = r->nlower + 2;
     for (int i = 0; i < s->n; i++) s->fd[i] = -1;

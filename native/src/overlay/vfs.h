@@ -61,6 +61,17 @@ int cv_vnode_may_change(const struct cv_vnode *v);
  * deletes it or the parent directory is opaque, or it cannot be read). */
 int cv_vnode_lower(const struct cv_vnode *v, struct stat *st);
 
+/* A directory of the upper whose twin below (in a read-only layer or the host) shows through it:
+ * it stands for that twin, as a merged directory of overlayfs keeps its lower one's inode. */
+int cv_vnode_merged_dir(const struct cv_vnode *v);
+/* 1 and *st: the twin of a merged directory (its st_dev and st_ino are the directory's);
+ * else 0. */
+int cv_vnode_lower_id(const struct cv_vnode *v, struct stat *st);
+/* The twin of a merged directory, opened with flags (O_RDONLY, ...): what the guest is given for
+ * it, so that fstat agrees with stat and with what it saw before the directory had an upper
+ * copy (fts checks ".." against it). fd or -errno. */
+int cv_vnode_open_lower(const struct cv_vnode *v, int flags);
+
 /* The object lives in cvisor's storage (the upper or a read-only layer), where the guest's own
  * calls cannot reach it: the supervisor opens it, never the kernel for the guest. */
 static inline int cv_vnode_stored(const struct cv_vnode *v) { return v->layer == CV_UPPER || v->lidx > 0; }
