@@ -273,11 +273,13 @@ struct cv_reply cv_h_dirent(struct cv_notif *n) {
         cv_autoclose int up = -1;
         cv_autoclose int low = -1;
         if (copy_of(n, &d) >= 0) up = cv_reopen_dir(d.s, O_RDONLY | O_DIRECTORY);
-        /* The host twin shows through unless the directory is opaque or replaced a host one. */
-        struct cv_vnode v;
-        if (up >= 0 && cv_vresolve(&n->ctx, AT_FDCWD, vdir, 0, &v) == 0) {
-            if (v.exists && v.lower_dir && !v.opaque) low = open(vdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-            cv_vnode_release(&v);
+        /* The host twin shows through unless the directory is opaque or replaced a host one: the
+         * directory's layers as the walk finds them (from the walk's memo, not from the root). */
+        struct cv_vstack st;
+        if (up >= 0 && cv_vdir_stack(n->run, vdir, &st) == 0) {
+            low = st.fd[st.n - 1];
+            st.fd[st.n - 1] = -1;
+            cv_vstack_close(&st);
         }
         int fds[2] = {up, low};
         out = up < 0 ? cv_err(EBADF) : list(n, d.s, fds, 2, 0, old_abi, &ctx);

@@ -346,6 +346,32 @@ static int from_memo(struct cv_run *r, const char *vpath, struct wdir *d, size_t
     return 1;
 }
 
+/* An absolute path whose leading directories are plain names (no ".", "..", or "//") may start
+ * at the nearest of them the memo holds, as dir_at does; the last component is always walked.
+ * How much of path the walk may skip (0: none; d is then as it was). */
+static size_t memo_jump(struct cv_run *r, char *path, struct wdir *d) {
+    size_t clean = 0;
+    for (size_t i = 1;;) { /* path[i-1] == '/': a component starts at i */
+        size_t j = i;
+        while (path[j] && path[j] != '/') j++;
+        if (!path[j] || !path[j + 1] || path[j + 1] == '/') break; /* i..j is the last (or then "//") */
+        if (j == i || (path[i] == '.' && (j == i + 1 || (path[i + 1] == '.' && j == i + 2)))) break;
+        clean = j;
+        i = j + 1;
+    }
+    if (clean < 2) return 0;
+    char keep = path[clean];
+    path[clean] = 0;
+    struct wdir m;
+    size_t len = 0;
+    int found = from_memo(r, path, &m, &len);
+    path[clean] = keep;
+    if (!found) return 0;
+    wdir_close(d);
+    *d = m;
+    return len;
+}
+
 /* The directory at a symlink-free virtual path, walked from the nearest directory the memo
  * holds, or from the root. */
 static int dir_at(struct cv_run *r, const char *vpath, struct wdir *d) {
@@ -623,8 +649,13 @@ int cv_vresolve(const struct cv_vctx *c, int dirfd, const char *path, int flags,
         wdir_close(&d);
         return -ENAMETOOLONG;
     }
-    int hops = 0, follow = flags & CV_RES_FOLLOW;
+    int hops = 0, walked = 0, follow = flags & CV_RES_FOLLOW;
     char *p = rest;
+    if (path[0] == '/') {
+        size_t skip = memo_jump(r, rest, &d);
+        p += skip;
+        v->touched |= skip > 0; /* the sandbox's own directories on the way: never the kernel's */
+    }
     size_t plen = strlen(path);
     v->trailing = plen > 0 && path[plen - 1] == '/';
     /* The final object, when the loop ends on a directory (path "/", "x/.", "x/.."). */
@@ -762,6 +793,7 @@ int cv_vresolve(const struct cv_vctx *c, int dirfd, const char *path, int flags,
         }
         e = descend(r, &d, comp, layer, lidx, ln);
         if (e < 0) goto fail;
+        if (++walked % WMEMO_STRIDE == 0) remember(r, &d); /* a long walk: a checkpoint */
         if (d.low < 0) v->touched = 1;
         if (last) goto final_dir;
     }

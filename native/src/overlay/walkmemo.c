@@ -7,17 +7,18 @@
 #include "common/util.h"
 
 /* Entries: enough for the checkpoints of a tree thousands of levels deep (the walk leaves one
- * every few levels, overlay/vfs.c) and the directories a build works in. The least recently
- * used one makes room. */
+ * every few levels, overlay/vfs.c) and the directories a build works in. A full memo makes room
+ * by dropping the least recently used entry (a list, most recent first). */
 #define CAP 2048
 #define NBUCKETS 4096
 
 struct entry {
     char *vpath; /* NULL: free */
     size_t len;
-    uint64_t hash, used;
+    uint64_t hash;
+    int newer, older; /* neighbours in the recency list, or -1 */
     struct cv_wmemo_dir dir;
-    int next; /* in its bucket, or -1 */
+    int chain; /* the next entry in its bucket, or -1 */
 };
 
 struct cv_wmemo {
@@ -25,7 +26,8 @@ struct cv_wmemo {
     struct entry e[CAP];
     int bucket[NBUCKETS];
     size_t n;
-    uint64_t tick;
+    int head, tail; /* most and least recently used, or -1 */
+    int free_at;    /* where to look for a free entry first */
 };
 
 static uint64_t step(uint64_t h, unsigned char c) { return (h ^ c) * 1099511628211ull; }
@@ -37,21 +39,40 @@ static struct cv_wmemo *memo(struct cv_run *r, int make) {
     if (!m) return NULL;
     pthread_mutex_init(&m->lock, NULL);
     for (int i = 0; i < NBUCKETS; i++) m->bucket[i] = -1;
+    m->head = m->tail = -1;
     r->wmemo = m;
     return m;
 }
 
 static int lookup(struct cv_wmemo *m, const char *p, size_t len, uint64_t h) {
-    for (int i = m->bucket[h % NBUCKETS]; i >= 0; i = m->e[i].next)
+    for (int i = m->bucket[h % NBUCKETS]; i >= 0; i = m->e[i].chain)
         if (m->e[i].hash == h && m->e[i].len == len && !memcmp(m->e[i].vpath, p, len)) return i;
     return -1;
 }
 
+static void unlink_used(struct cv_wmemo *m, int i) {
+    struct entry *x = &m->e[i];
+    if (x->newer >= 0) m->e[x->newer].older = x->older;
+    else m->head = x->older;
+    if (x->older >= 0) m->e[x->older].newer = x->newer;
+    else m->tail = x->newer;
+}
+
+static void push_used(struct cv_wmemo *m, int i) {
+    struct entry *x = &m->e[i];
+    x->newer = -1;
+    x->older = m->head;
+    if (m->head >= 0) m->e[m->head].newer = i;
+    m->head = i;
+    if (m->tail < 0) m->tail = i;
+}
+
 static void drop(struct cv_wmemo *m, int i) {
     struct entry *x = &m->e[i];
+    unlink_used(m, i);
     int *link = &m->bucket[x->hash % NBUCKETS];
-    while (*link != i) link = &m->e[*link].next;
-    *link = x->next;
+    while (*link != i) link = &m->e[*link].chain;
+    *link = x->chain;
     free(x->vpath);
     x->vpath = NULL;
     m->n--;
@@ -82,7 +103,10 @@ int cv_wmemo_find(struct cv_run *r, const char *vpath, size_t *len, struct cv_wm
         size_t at = (nends - 1 - k) % CV_WMEMO_REACH;
         int i = lookup(m, vpath, ends[at].len, ends[at].h);
         if (i < 0) continue;
-        m->e[i].used = ++m->tick;
+        if (m->head != i) {
+            unlink_used(m, i);
+            push_used(m, i);
+        }
         *len = ends[at].len;
         *dir = m->e[i].dir;
         found = 1;
@@ -108,17 +132,17 @@ void cv_wmemo_put(struct cv_run *r, const char *vpath, size_t len, const struct 
     copy[len] = 0;
     int slot = -1;
     if (m->n < CAP) {
-        for (slot = 0; m->e[slot].vpath; slot++) {}
+        while (m->e[m->free_at].vpath) m->free_at = (m->free_at + 1) % CAP;
+        slot = m->free_at;
     } else {
-        slot = 0;
-        for (int k = 1; k < CAP; k++)
-            if (m->e[k].used < m->e[slot].used) slot = k;
+        slot = m->tail;
         drop(m, slot);
     }
     struct entry *x = &m->e[slot];
-    *x = (struct entry){.vpath = copy, .len = len, .hash = h, .used = ++m->tick, .dir = *dir};
-    x->next = m->bucket[h % NBUCKETS];
+    *x = (struct entry){.vpath = copy, .len = len, .hash = h, .dir = *dir};
+    x->chain = m->bucket[h % NBUCKETS];
     m->bucket[h % NBUCKETS] = slot;
+    push_used(m, slot);
     m->n++;
     pthread_mutex_unlock(&m->lock);
 }

@@ -79,6 +79,17 @@ diffTest(
     "cd ../..; ls; cat g/d/d/f; for i in $(seq 50); do cd ..; done; pwd -P; rm -rf d; ls -A | wc -l",
 );
 
+// The same by absolute paths (a walk from / starts at the nearest directory the memo holds):
+// read, changed, a level moved away, the old path made again, removed.
+diffTest(
+  "a tree 40 levels deep by absolute paths: a level moved away, the old path made again",
+  "r=$PWD/t2; p=$r; for i in $(seq 40); do p=$p/d; mkdir -p $p && echo $i > $p/f || exit 1; done; " +
+    "cat $p/f; chmod 700 $p; stat -c '%a %s' $p $p/f; q=$r; for i in $(seq 20); do q=$q/d; done; " +
+    "cat $q/f; mv $q $r/moved; cat $r/moved/d/f; cat $p/f; ls $p; mkdir -p $p; ls -A $p | wc -l; " +
+    "echo again > $p/f; cat $p/f; stat -c %a $p; ls $r/moved/d/d/d; rm -rf $q; ls -A $r/moved | sort; " +
+    "find $r | wc -l",
+);
+
 // ---- opaque directories ----
 
 diffTest(
