@@ -2,7 +2,7 @@
 // ~/.netrc, ... or the state directory, by any path; --expose gives one back, --hide adds one.
 // (Listing and stat still show that they exist; hiding their names comes with the overlay.)
 import assert from "node:assert/strict";
-import { mkdirSync, writeFileSync } from "node:fs";
+import { mkdirSync, statSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { Sandbox } from "../../src/index.js";
 import { gtest } from "../helpers/guard.js";
@@ -111,3 +111,37 @@ gtest("a command in a hidden directory of PATH is passed over for the next one",
   assert.equal(hidden.code, 0, show(hidden));
   assert.equal(hidden.out, "visible-bin\n", show(hidden));
 });
+
+// A directory the guest makes where a hidden one lies is a new directory, not the hidden one:
+// an open of a changed directory hands out its host twin (so that dev/ino stay the same), and
+// the hidden twin must never be that, nor show through its fd, its listing or its inode.
+gtest(
+  "a directory made where a hidden one lies: its fd, listing and inode are not the hidden one's",
+  async (fx) => {
+    const h = fakeHome(fx.scratch);
+    const probe = [
+      "import json, os",
+      "d = os.path.join(os.environ['HOME'], '.ssh')",
+      "os.makedirs(d, exist_ok=True)",
+      "open(os.path.join(d, 'mine'), 'w').write('x')",
+      "fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)",
+      "print('list ' + json.dumps([sorted(os.listdir(fd)), sorted(os.listdir(d))]))",
+      "print('ino', os.fstat(fd).st_ino, os.stat(d).st_ino)",
+      "try:",
+      "    print(open('id_ed25519', opener=lambda p, f: os.open(p, f, dir_fd=fd)).read())",
+      "except OSError as e:",
+      "    print('read', e.strerror)",
+    ].join("\n");
+    const r = await cvisor([], ["python3", "-c", probe], { extraEnv: env(h) });
+    assert.equal(r.code, 0, show(r));
+    assertNoSecret(r.out + r.err, h, "through a directory made over ~/.ssh");
+    const [byFd, byPath] = JSON.parse(/^list (.*)$/m.exec(r.out)?.[1] ?? "[]") as string[][];
+    assert.deepEqual(byFd, byPath, show(r));
+    assert.ok(byFd !== undefined && !byFd.includes("id_ed25519"), show(r));
+    const ino = /^ino (\d+) (\d+)$/m.exec(r.out);
+    assert.ok(ino, show(r));
+    assert.equal(ino[1], ino[2], show(r));
+    assert.notEqual(Number(ino[1]), statSync(path.join(h.home, ".ssh")).ino, show(r));
+    assert.match(r.out, /^read No such file or directory$/m, show(r));
+  },
+);

@@ -526,20 +526,13 @@ int cv_vnode_may_change(const struct cv_vnode *v) {
     return access(self, W_OK | X_OK) < 0 && errno != EROFS ? -errno : 0;
 }
 
-int cv_vnode_lower(const struct cv_vnode *v, struct stat *st) {
-    if (!*v->name || v->popq || v->in_proc) return 0;
-    char parent[PATH_MAX];
-    parent_of(v, parent);
-    struct cv_lnames ln;
-    int lidx;
-    return lookup_below(v->run, parent, v->vpath, v->name, v->plmask, v->plow, &lidx, st, &ln, NULL) == 0;
-}
 
 int cv_vnode_merged_dir(const struct cv_vnode *v) {
     return v->exists && !v->in_proc && v->layer == CV_UPPER && S_ISDIR(v->st.st_mode) && v->lower_dir && !v->opaque;
 }
 
-/* Which layer below the upper holds a merged directory's twin: *lidx (0: the host). 0 or -errno. */
+/* What lies under v's name below the upper (for "/": the host root): *lidx (0: the host) and *st,
+ * or -errno (-ENOENT also when a layer deletes it or it is hidden). */
 static int lower_twin(const struct cv_vnode *v, int *lidx, struct stat *st) {
     if (!*v->name) { /* "/": its parent fds are the root's own */
         *lidx = 0;
@@ -549,6 +542,11 @@ static int lower_twin(const struct cv_vnode *v, int *lidx, struct stat *st) {
     parent_of(v, parent);
     struct cv_lnames ln;
     return lookup_below(v->run, parent, v->vpath, v->name, v->plmask, v->plow, lidx, st, &ln, NULL);
+}
+
+int cv_vnode_lower(const struct cv_vnode *v, struct stat *st) {
+    int lidx;
+    return *v->name && !v->popq && !v->in_proc && lower_twin(v, &lidx, st) == 0;
 }
 
 int cv_vnode_lower_id(const struct cv_vnode *v, struct stat *st) {
