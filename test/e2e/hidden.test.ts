@@ -2,11 +2,11 @@
 // ~/.netrc, ... or the state directory, by any path; --expose gives one back, --hide adds one.
 // (Listing and stat still show that they exist; hiding their names comes with the overlay.)
 import assert from "node:assert/strict";
-import { mkdirSync, statSync, writeFileSync } from "node:fs";
+import { mkdirSync, readdirSync, statSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { Sandbox } from "../../src/index.js";
 import { gtest } from "../helpers/guard.js";
-import { cvisor, show, uniqueToken } from "../helpers/repo.js";
+import { cvisor, runCli, show, uniqueToken } from "../helpers/repo.js";
 
 interface FakeHome {
   home: string;
@@ -143,5 +143,55 @@ gtest(
     assert.equal(ino[1], ino[2], show(r));
     assert.notEqual(Number(ino[1]), statSync(path.join(h.home, ".ssh")).ino, show(r));
     assert.match(r.out, /^read No such file or directory$/m, show(r));
+  },
+);
+
+// Hiding takes the host's names out of listings, never the sandbox's own: what the guest makes
+// where a hidden path lies is listed, and counts (rmdir sees it), also once it is in a snapshot.
+gtest(
+  "what the guest makes where a hidden path lies is listed as its own, before and after a snapshot",
+  async (fx) => {
+    const h = fakeHome(fx.scratch);
+    const make = [
+      "import os",
+      "d = os.path.join(os.environ['HOME'], '.ssh')",
+      "os.mkdir(d)",
+      "open(os.path.join(d, 'mine'), 'w').write('x')",
+    ].join("\n");
+    const look = [
+      "import json, os",
+      "home = os.environ['HOME']",
+      "d = os.path.join(home, '.ssh')",
+      "fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)",
+      "print('list ' + json.dumps([sorted(os.listdir(d)), sorted(os.listdir(fd)), '.ssh' in os.listdir(home)]))",
+      "try:",
+      "    os.rmdir(d)",
+      "    print('rmdir done')",
+      "except OSError as e:",
+      "    print('rmdir', e.strerror)",
+    ].join("\n");
+    const check = (r: Awaited<ReturnType<typeof cvisor>>, what: string): void => {
+      assert.equal(r.code, 0, `${what}: ${show(r)}`);
+      assertNoSecret(r.out + r.err, h, what);
+      const listed = JSON.parse(/^list (.*)$/m.exec(r.out)?.[1] ?? "null") as unknown;
+      assert.deepEqual(listed, [["mine"], ["mine"], true], `${what}: ${show(r)}`);
+      assert.match(r.out, /^rmdir Directory not empty$/m, `${what}: ${show(r)}`);
+    };
+    check(
+      await cvisor([], ["python3", "-c", `${make}\n${look}`], { extraEnv: env(h) }),
+      "ephemeral",
+    );
+
+    const named = ["--sandbox", "hid"];
+    const made = await cvisor(named, ["python3", "-c", make], { extraEnv: env(h) });
+    assert.equal(made.code, 0, show(made));
+    check(await cvisor(named, ["python3", "-c", look], { extraEnv: env(h) }), "named");
+    const snap = await runCli([...named, "snapshot"], { extraEnv: env(h) });
+    assert.equal(snap.code, 0, show(snap));
+    check(
+      await cvisor(named, ["python3", "-c", look], { extraEnv: env(h) }),
+      "from a snapshot layer",
+    );
+    assert.deepEqual(readdirSync(path.join(h.home, ".ssh")), ["id_ed25519"], "the host's ~/.ssh");
   },
 );

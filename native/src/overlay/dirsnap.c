@@ -237,7 +237,7 @@ struct cv_dirsnap *cv_dirsnap_build_stack(const int *fds, int nl, int (*skip)(co
                 if (fds[a] >= 0 && (walk_find(&L[a].ents, L[a].names, &pe[a], name, e->len) ||
                                     walk_find(&L[a].wh, L[a].names, &pw[a], name, e->len)))
                     keep = 0;
-            e->keep = keep && (!skip || !skip(name, arg));
+            e->keep = keep && (l != nl - 1 || !skip || !skip(name, arg));
             if (e->keep) count++, bytes += rec_len(e->len);
         }
     }

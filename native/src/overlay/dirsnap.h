@@ -44,7 +44,8 @@ struct cv_dirsnap; /* an immutable merged listing */
  * reserved names, sorted by name (bytewise), then the lower's entries that are
  * not in the upper, not whited out, not reserved, and none at all when the
  * upper is opaque, sorted by name. skip(name, arg) returning nonzero drops a
- * name (never "." or ".."); skip may be NULL. ino and type come from the layer
+ * name of the lower (the host's: hidden paths are host paths; what the layers
+ * above hold is the sandbox's own), never "." or ".."; skip may be NULL. ino and type come from the layer
  * that provides the entry (DT_UNKNOWN: fstatat it; still DT_UNKNOWN if that
  * fails). Returns a snapshot holding one reference, or NULL with errno set
  * (EINVAL: both fds -1; ENOTDIR, EACCES, ENOMEM, EOVERFLOW: > 2^32-2 entries). */
