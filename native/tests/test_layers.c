@@ -49,7 +49,9 @@ static int host_node(const char *dir, const char *name, struct cv_vnode *v) {
     memset(v, 0, sizeof *v);
     v->pup = -1;
     v->plow = v->psrc = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
-    snprintf(v->vpath, sizeof v->vpath, "%s/%s", dir, name);
+    cv_lpath_init(&v->vbuf);
+    snprintf(v->vbuf.in, sizeof v->vbuf.in, "%s/%s", dir, name);
+    v->vpath = v->vbuf.s;
     v->name = strrchr(v->vpath, '/') + 1;
     v->layer = CV_LOWER;
     v->exists = fstatat(v->plow, name, &v->st, AT_SYMLINK_NOFOLLOW) == 0;

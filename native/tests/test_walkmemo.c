@@ -5,9 +5,12 @@
  * test/e2e/overlay/paths.test.ts.
  *
  * Output: one line per failure, then "walkmemo: N passed, M failed". */
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "overlay/walkmemo.h"
@@ -17,7 +20,7 @@ static struct cv_run *run;
 
 static void put(const char *vpath, ino_t ino) {
     struct cv_wmemo_dir d = {.has_up = 1, .dev = 1, .ino = ino, .lmask = ino * 2};
-    cv_wmemo_put(run, vpath, strlen(vpath), &d);
+    cv_wmemo_put(run, vpath, strlen(vpath), &d, -1);
 }
 
 /* The remembered directory found for vpath: its ino, and its length in *len; 0 for none. */
@@ -74,6 +77,69 @@ int main(void) {
     check(find("/keep", NULL) == 1, "an entry in use survives a full memo");
     check(find("/d4095", NULL) == 4195, "the newest entry is there");
     check(find("/d0", NULL) == 0, "the oldest unused one made room");
+
+    /* By identity: the index follows puts, forgets and evictions. */
+    cv_wmemo_clear(run);
+    put("/i/a", 500);
+    put("/i/a/b", 501);
+    struct cv_wmemo_dir d;
+    int pinned = 0;
+    char *got = cv_wmemo_find_id(run, 1, 501, &d, &pinned);
+    check(got && !strcmp(got, "/i/a/b") && d.ino == 501, "found by identity: %s", got ? got : "(none)");
+    free(got);
+    check(cv_wmemo_holds(run, "/i/a/b", 1, 501, &d) && !cv_wmemo_holds(run, "/i/a/c", 1, 501, &d) &&
+              !cv_wmemo_holds(run, "/i/a/b", 2, 501, &d),
+          "holds: that path with that identity, nothing else");
+    struct cv_wmemo_dir none = {.has_up = 0, .lmask = 3};
+    cv_wmemo_put(run, "/i/layer-only", strlen("/i/layer-only"), &none, -1);
+    got = cv_wmemo_find_id(run, 0, 0, &d, &pinned);
+    check(!got, "an entry without an upper directory has no identity");
+    free(got);
+    put("/i/a/b", 502); /* made again: the old identity is gone */
+    got = cv_wmemo_find_id(run, 1, 501, &d, &pinned);
+    check(!got, "put again: the old identity is not found");
+    free(got);
+    cv_wmemo_forget(run, "/i/a");
+    got = cv_wmemo_find_id(run, 1, 502, &d, &pinned);
+    check(!got && !cv_wmemo_holds(run, "/i/a", 1, 500, &d), "forgotten: not found by identity either");
+    free(got);
+    for (int i = 0; i < 4096; i++) { /* evictions unlink from the identity index too */
+        snprintf(p, sizeof p, "/e%d", i);
+        put(p, (ino_t)(10000 + i));
+    }
+    got = cv_wmemo_find_id(run, 1, 10000, &d, &pinned);
+    check(!got, "evicted: not found by identity");
+    free(got);
+    got = cv_wmemo_find_id(run, 1, 10000 + 4095, &d, &pinned);
+    check(got && !strcmp(got, "/e4095"), "the newest is found by identity");
+    free(got);
+
+    /* Pinned: a deep entry with nothing below the upper keeps its directory open. */
+    cv_wmemo_clear(run);
+    int dfd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    struct stat rst;
+    fstat(dfd, &rst);
+    char *longp = malloc(CV_WMEMO_PIN_FROM + 8);
+    memset(longp, 'x', CV_WMEMO_PIN_FROM + 4);
+    longp[0] = '/';
+    longp[CV_WMEMO_PIN_FROM + 4] = 0;
+    struct cv_wmemo_dir own = {.has_up = 1, .dev = rst.st_dev, .ino = rst.st_ino};
+    cv_wmemo_put(run, longp, strlen(longp), &own, dfd);
+    got = cv_wmemo_find_id(run, rst.st_dev, rst.st_ino, &d, &pinned);
+    check(got && pinned, "a deep own entry is pinned");
+    free(got);
+    cv_wmemo_put(run, "/short", 6, &own, dfd); /* the same identity, a short path: found first */
+    got = cv_wmemo_find_id(run, rst.st_dev, rst.st_ino, &d, &pinned);
+    check(got && !strcmp(got, "/short") && !pinned, "a short entry is not pinned");
+    free(got);
+    cv_wmemo_clear(run);
+    struct cv_wmemo_dir other = {.has_up = 1, .dev = rst.st_dev, .ino = rst.st_ino + 1};
+    cv_wmemo_put(run, longp, strlen(longp), &other, dfd);
+    got = cv_wmemo_find_id(run, rst.st_dev, rst.st_ino + 1, &d, &pinned);
+    check(got && !pinned, "an fd that is not the entry's directory is not kept");
+    free(got);
+    free(longp);
+    close(dfd);
 
     cv_wmemo_free(run);
     free(run);

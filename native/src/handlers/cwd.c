@@ -118,7 +118,7 @@ static int any_remembered(const struct cv_run *r) {
 
 /* Where a remembered directory is now: after a directory rename (by any process), its fd says;
  * removed, the path it had. */
-static int where(const struct cv_run *r, struct cv_cwd *c, char *out, size_t len) {
+static int where(const struct cv_run *r, struct cv_cwd *c, struct cv_lpath *out) {
     if (c->fd >= 0 && c->renames != r->dir_renames) {
         char self[64], real[PATH_MAX], v[PATH_MAX];
         snprintf(self, sizeof self, "/proc/self/fd/%d", c->fd);
@@ -131,10 +131,10 @@ static int where(const struct cv_run *r, struct cv_cwd *c, char *out, size_t len
         }
         c->renames = r->dir_renames;
     }
-    return snprintf(out, len, "%s", c->vpath) < (int)len;
+    return cv_lpath_set(out, c->vpath) == 0;
 }
 
-int cv_cwd_override(struct cv_run *r, struct cv_guest *g, char *out, size_t len, int *fd) {
+int cv_cwd_override(struct cv_run *r, struct cv_guest *g, struct cv_lpath *out, int *fd) {
     if (fd) *fd = -1;
     /* Every relative path asks: without a remembered directory anywhere, /proc is not read. */
     if (!any_remembered(r)) return 0;
@@ -145,7 +145,7 @@ int cv_cwd_override(struct cv_run *r, struct cv_guest *g, char *out, size_t len,
     if (c && c->start == start) {
         if (!c->vpath) return 0; /* it moved to where the kernel can follow */
         if (fd && c->fd >= 0) *fd = fcntl(c->fd, F_DUPFD_CLOEXEC, 3);
-        return where(r, c, out, len);
+        return where(r, c, out);
     }
     if (c) drop(r, tgid); /* a dead process's pid, reused */
     /* A child forked after an ancestor's override inherits it (fork copies the cwd). */
@@ -157,11 +157,10 @@ int cv_cwd_override(struct cv_run *r, struct cv_guest *g, char *out, size_t len,
         struct cv_cwd *pc = find(r, ppid);
         if (pc && pc->start == pstart) {
             if (pc->since > child_start || !pc->vpath) return 0; /* forked before it moved, or no override */
-            char v[PATH_MAX];
-            if (!where(r, pc, v, sizeof v)) return 0;
+            if (!where(r, pc, out)) return 0;
             if (fd && pc->fd >= 0) *fd = fcntl(pc->fd, F_DUPFD_CLOEXEC, 3);
-            set(r, tgid, start, v, pc->fd);
-            return snprintf(out, len, "%s", v) < (int)len;
+            set(r, tgid, start, out->s, pc->fd);
+            return 1;
         }
         child_start = pstart;
         ppid = pp2;
@@ -170,27 +169,48 @@ int cv_cwd_override(struct cv_run *r, struct cv_guest *g, char *out, size_t len,
     return 0;
 }
 
+/* The virtual path of the guest's cwd. 0 or -errno. */
+static int cwd_vpath(struct cv_notif *n, struct cv_lpath *v) {
+    if (cv_cwd_override(n->run, &n->g, v, NULL)) {
+        struct cv_vnode vn; /* a remembered directory may have been removed since */
+        int e = cv_vresolve(&n->ctx, AT_FDCWD, v->s, CV_RES_FOLLOW, &vn);
+        int gone = e < 0 || !vn.exists || !S_ISDIR(vn.st.st_mode);
+        cv_vnode_release(&vn);
+        return gone ? -ENOENT : 0;
+    }
+    char real[PATH_MAX], vp[PATH_MAX];
+    ssize_t l = cv_guest_link(&n->g, "cwd", real, sizeof real);
+    if (l == -ENAMETOOLONG) { /* deeper than /proc can say: climbed */
+        cv_autoclose int fd = cv_guest_open(&n->g, "cwd", O_PATH | O_DIRECTORY);
+        int stored, own;
+        return fd < 0 ? (fd == -ESRCH ? -ESRCH : -ENOENT) : cv_vfs_long_dir_vpath(n->run, fd, v, &stored, &own);
+    }
+    if (l < 0) return l == -ESRCH ? -ESRCH : -ENOENT;
+    int e = cv_virtual_of_real(n->run, real, vp, sizeof vp);
+    return e < 0 ? e : cv_lpath_set(v, vp);
+}
+
 static struct cv_reply do_getcwd(struct cv_notif *n) {
     const __u64 *a = n->req->data.args;
-    char v[PATH_MAX];
-    if (cv_cwd_override(n->run, &n->g, v, sizeof v, NULL)) {
-        struct cv_vnode vn; /* a remembered directory may have been removed since */
-        int e = cv_vresolve(&n->ctx, AT_FDCWD, v, CV_RES_FOLLOW, &vn);
-        int gone = e < 0 || !vn.exists || !S_ISDIR(vn.st.st_mode);
-        if (e == 0) cv_vnode_release(&vn);
-        if (gone) return cv_err(ENOENT);
-    } else {
-        char real[PATH_MAX];
-        ssize_t l = cv_guest_link(&n->g, "cwd", real, sizeof real);
-        if (l < 0) return cv_err(l == -ESRCH ? ESRCH : ENOENT);
-        int e = cv_virtual_of_real(n->run, real, v, sizeof v);
-        if (e < 0) return cv_err(-e);
-    }
-    size_t need = strlen(v) + 1;
+    cv_lpath_scoped struct cv_lpath v;
+    cv_lpath_init(&v);
+    int e = cwd_vpath(n, &v);
+    if (e < 0) return cv_err(-e);
+    size_t need = strlen(v.s) + 1;
+    if (need > PATH_MAX) return cv_err(ENAMETOOLONG); /* as the kernel: a page at most */
     if (a[1] < need) return cv_err(ERANGE);
-    int e = cv_guest_write(&n->g, a[0], v, need);
+    e = cv_guest_write(&n->g, a[0], v.s, need);
     if (e < 0) return cv_err(-e);
     return cv_val((int64_t)need);
+}
+
+/* A host directory by its path, of any length (no symlink followed below "/" when it is long). */
+static int open_host_dir(const char *path) {
+    struct open_how how = {.flags = O_PATH | O_DIRECTORY | O_CLOEXEC, .resolve = RESOLVE_NO_MAGICLINKS};
+    if (strlen(path) < PATH_MAX) return open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    cv_autoclose int root = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    how.resolve |= RESOLVE_NO_SYMLINKS;
+    return root < 0 ? -1 : cv_openat2_long(root, path + 1, &how);
 }
 
 /* The real directory the kernel's cwd should be for a virtual directory. */
@@ -205,8 +225,11 @@ static int kernel_agrees(struct cv_notif *n, const char *path, const struct cv_v
     cv_autoclose int kcwd = cv_guest_open(&n->g, "cwd", O_PATH | O_DIRECTORY);
     struct open_how how = {.flags = O_PATH | O_DIRECTORY | O_CLOEXEC, .resolve = RESOLVE_NO_MAGICLINKS};
     cv_autoclose int kfd = kcwd >= 0 ? (int)syscall(__NR_openat2, kcwd, path, &how, sizeof how) : -1;
-    cv_autoclose int up = v->layer == CV_UPPER ? cv_ov_open_upper(n->run, v->vpath, O_PATH | O_DIRECTORY, 0) : -1;
-    cv_autoclose int low = v->layer == CV_LOWER || v->lower_dir ? open(v->vpath, O_PATH | O_DIRECTORY | O_CLOEXEC) : -1;
+    /* the upper directory from the walk's own parent fd (no walk by its path again) */
+    cv_autoclose int up = v->layer != CV_UPPER ? -1
+                          : v->pup >= 0 && *v->name ? openat(v->pup, v->name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+                                                    : cv_ov_open_upper(n->run, v->vpath, O_PATH | O_DIRECTORY, 0);
+    cv_autoclose int low = v->layer == CV_LOWER || v->lower_dir ? open_host_dir(v->vpath) : -1;
     struct stat ust, lst;
     int ok = 0;
     if (kfd >= 0 && up >= 0 && fstat(up, &ust) == 0 && same_dir(kfd, &ust)) ok = 1;

@@ -42,9 +42,9 @@ static int skip_name(const char *name, void *arg) {
         if (!isdigit((unsigned char)name[0])) return 0;
         return !cv_proc_visible(c->n, (pid_t)atoi(name));
     }
-    char vp[PATH_MAX + NAME_MAX + 2];
-    snprintf(vp, sizeof vp, "%s/%s", strcmp(c->vdir, "/") ? c->vdir : "", name);
-    return cv_vfs_hidden(c->n->run, vp);
+    cv_lpath_scoped struct cv_lpath vp;
+    cv_lpath_init(&vp);
+    return cv_lpath_join(&vp, c->vdir, name) < 0 || cv_vfs_hidden(c->n->run, vp.s); /* in doubt: hidden */
 }
 
 /* Some hidden path lives directly in vdir. */
@@ -194,6 +194,7 @@ static struct cv_reply list(struct cv_notif *n, int s, const int *fds, int nl, i
 struct dir {
     int s;          /* our copy of the guest's fd, or -1 until one is needed */
     int stable;     /* the guest's fd table cannot change before the reply */
+    int stored;     /* it lies in cvisor's storage (the upper or a read-only layer) */
     char real[PATH_MAX];
 };
 
@@ -217,7 +218,7 @@ static struct cv_reply host_listing(struct cv_notif *n, struct dir *d, const cha
 static struct cv_reply layered(struct cv_notif *n, struct dir *d, const char *vdir, int old_abi,
                                struct skip_ctx *ctx) {
     struct cv_run *r = n->run;
-    int guest_host = !cv_vfs_in_store(r, d->real);
+    int guest_host = !d->stored;
     struct cv_vstack st;
     if (cv_vdir_stack(r, vdir, &st) < 0) { /* gone from the view: the kernel lists what the guest holds */
         if (!guest_host) return cv_val(0);
@@ -233,50 +234,90 @@ static struct cv_reply layered(struct cv_notif *n, struct dir *d, const char *vd
     return out;
 }
 
+/* A directory of the sandbox's own through which nothing below the upper shows: its entries
+ * alone, in the shape of the directory's layers (the snapshot matches them on the next call). */
+static struct cv_reply own_listing(struct cv_notif *n, struct dir *d, int old_abi, struct skip_ctx *ctx) {
+    int fds[CV_MAX_LOWERS + 2], nl = n->run->nlower + 2;
+    for (int i = 0; i < nl; i++) fds[i] = -1;
+    fds[0] = cv_reopen_dir(d->s, O_RDONLY | O_DIRECTORY);
+    struct cv_reply out = fds[0] < 0 ? cv_err(EBADF) : list(n, d->s, fds, nl, 0, old_abi, ctx);
+    if (fds[0] >= 0) close(fds[0]);
+    return out;
+}
+
 struct cv_reply cv_h_dirent(struct cv_notif *n) {
-    const struct cv_run *r = n->run;
+    struct cv_run *r = n->run;
     int gfd = (int)n->req->data.args[0];
     struct dir d = {.s = -1, .stable = cv_guest_fds_stable(&n->g)};
-    char what[32], vdir[PATH_MAX];
+    char what[32];
+    ssize_t l;
     if (d.stable) {
         snprintf(what, sizeof what, "fd/%d", gfd);
-        if (cv_guest_link(&n->g, what, d.real, sizeof d.real) < 0) return cv_err(EBADF);
+        l = cv_guest_link(&n->g, what, d.real, sizeof d.real);
+        if (l < 0 && l != -ENAMETOOLONG) return cv_err(EBADF);
     } else {
         char self[64];
         d.s = cv_guest_fd(&n->g, gfd);
         if (d.s < 0) return cv_err(d.s == -ESRCH ? ESRCH : EBADF);
         snprintf(self, sizeof self, "/proc/self/fd/%d", d.s);
-        if (cv_readlink(self, d.real, sizeof d.real) < 0) {
+        l = cv_readlink(self, d.real, sizeof d.real);
+        if (l < 0 && l != -ENAMETOOLONG) {
             close(d.s);
             return cv_err(EBADF);
         }
     }
     struct cv_reply out = cv_err(EBADF);
     int old_abi = n->req->data.nr == __NR_getdents;
-    struct skip_ctx ctx = {.n = n, .vdir = vdir};
-    size_t rl = strlen(d.real);
-    if (d.real[0] != '/' || (rl > 10 && !strcmp(d.real + rl - 10, " (deleted)"))) {
+    cv_lpath_scoped struct cv_lpath vdir;
+    cv_lpath_init(&vdir);
+    struct skip_ctx ctx = {.n = n, .vdir = vdir.s};
+    size_t rl = l < 0 ? 0 : strlen(d.real);
+    int e = 0, own = 0;
+    if (l < 0) {
+        /* Deeper than /proc can name (a directory of a tree deeper than PATH_MAX): climbed. */
+        e = copy_of(n, &d) < 0 ? -EBADF : cv_vfs_long_dir_vpath(r, d.s, &vdir, &d.stored, &own);
+        if (e == -ENOENT) out = filtered(n, d.s, old_abi, NULL); /* removed: its kernel listing is empty */
+        else if (e < 0) out = cv_err(-e);
+        else if (own) {
+            ctx.vdir = vdir.s;
+            out = own_listing(n, &d, old_abi, &ctx);
+            e = 1;
+        }
+    } else if (d.real[0] != '/' || (rl > 10 && !strcmp(d.real + rl - 10, " (deleted)"))) {
         /* not a directory (the kernel says ENOTDIR), or a removed one (empty) */
         out = d.stable ? cv_continue() : filtered(n, d.s, old_abi, NULL);
+        e = 1;
     } else if (!strcmp(d.real, "/proc")) {
-        strcpy(vdir, "/proc");
+        cv_lpath_set(&vdir, "/proc");
         ctx.proc = 1;
         out = copy_of(n, &d) < 0 ? cv_err(EBADF) : filtered(n, d.s, old_abi, &ctx);
+        e = 1;
     } else if (!strncmp(d.real, "/proc/", 6)) {
         /* A process of the sandbox (opens are checked): its entries as they are. */
         out = d.stable ? cv_continue() : filtered(n, d.s, old_abi, NULL);
-    } else if (cv_virtual_of_real(r, d.real, vdir, sizeof vdir) < 0) {
-        out = cv_err(ENOENT);
+        e = 1;
+    } else {
+        char vp[PATH_MAX];
+        e = cv_virtual_of_real(r, d.real, vp, sizeof vp);
+        if (e == 0) e = cv_lpath_set(&vdir, vp);
+        if (e < 0) out = cv_err(ENOENT);
+        d.stored = cv_vfs_in_store(r, d.real);
+    }
+    ctx.vdir = vdir.s;
+    if (e != 0) {
+        /* answered above */
+    } else if (d.stored && copy_of(n, &d) >= 0 && cv_vfs_own_dir(r, d.s, vdir.s)) {
+        out = own_listing(n, &d, old_abi, &ctx);
     } else if (r->nlower) {
-        out = layered(n, &d, vdir, old_abi, &ctx);
-    } else if (cv_vfs_in_store(r, d.real)) { /* no read-only layers: the upper */
+        out = layered(n, &d, vdir.s, old_abi, &ctx);
+    } else if (d.stored) { /* no read-only layers: the upper */
         cv_autoclose int up = -1;
         cv_autoclose int low = -1;
         if (copy_of(n, &d) >= 0) up = cv_reopen_dir(d.s, O_RDONLY | O_DIRECTORY);
         /* The host twin shows through unless the directory is opaque or replaced a host one: the
          * directory's layers as the walk finds them (from the walk's memo, not from the root). */
         struct cv_vstack st;
-        if (up >= 0 && cv_vdir_stack(n->run, vdir, &st) == 0) {
+        if (up >= 0 && cv_vdir_stack(n->run, vdir.s, &st) == 0) {
             low = st.fd[st.n - 1];
             st.fd[st.n - 1] = -1;
             cv_vstack_close(&st);
@@ -284,11 +325,11 @@ struct cv_reply cv_h_dirent(struct cv_notif *n) {
         int fds[2] = {up, low};
         out = up < 0 ? cv_err(EBADF) : list(n, d.s, fds, 2, 0, old_abi, &ctx);
     } else {
-        cv_autoclose int up = cv_ov_open_upper(r, vdir, O_RDONLY | O_DIRECTORY, 0);
+        cv_autoclose int up = cv_ov_open_upper(r, vdir.s, O_RDONLY | O_DIRECTORY, 0);
         cv_autoclose int low = -1;
         if (up < 0) {
             up = -1;
-            out = host_listing(n, &d, vdir, old_abi, &ctx); /* a host directory with no changes */
+            out = host_listing(n, &d, vdir.s, old_abi, &ctx); /* a host directory with no changes */
         } else if (copy_of(n, &d) < 0) {
             out = cv_err(EBADF);
         } else {

@@ -100,8 +100,8 @@ struct cv_reply cv_h_ioctl(struct cv_notif *n);
 struct cv_reply cv_h_lock(struct cv_notif *n);
 
 /* The guest process's remembered working directory (a virtual path the kernel's cwd cannot
- * hold), inherited by children forked after it was set: 1 and out filled, or 0. */
-int cv_cwd_override(struct cv_run *r, struct cv_guest *g, char *out, size_t len,
+ * hold), inherited by children forked after it was set: 1 and out set, or 0. */
+int cv_cwd_override(struct cv_run *r, struct cv_guest *g, struct cv_lpath *out,
                     int *fd /* the directory (O_PATH), or NULL */);
 
 /* A process's parent and start time (/proc/<pid>/stat). 0 or -1. */

@@ -43,13 +43,24 @@ static int lower_has_dir(const struct cv_vnode *v) {
 
 static int skip_hidden(const char *name, void *arg) {
     const struct cv_vnode *v = arg;
-    char vp[PATH_MAX + NAME_MAX + 2];
-    snprintf(vp, sizeof vp, "%s/%s", strcmp(v->vpath, "/") ? v->vpath : "", name);
-    return cv_vfs_hidden(v->run, vp);
+    cv_lpath_scoped struct cv_lpath vp;
+    cv_lpath_init(&vp);
+    return cv_lpath_join(&vp, v->vpath, name) < 0 || cv_vfs_hidden(v->run, vp.s); /* in doubt: hidden */
 }
 
 /* A directory is empty in the merged view. 1, 0, or -errno. */
 static int merged_empty(struct cv_run *r, const struct cv_vnode *v) {
+    if (v->layer == CV_UPPER && !v->lower_dir && v->pup >= 0 && *v->name) {
+        /* Nothing below the upper shows through it: its own entries (the walk's fd, not a walk
+         * again by its path, which in a deep tree is long). */
+        int fds[2] = {openat(v->pup, v->name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC), -1};
+        if (fds[0] < 0) return -errno;
+        struct cv_dirsnap *s = cv_dirsnap_build_stack(fds, 2, NULL, NULL);
+        int e = s ? cv_dirsnap_count(s) == 2 : -(errno ? errno : ENOMEM);
+        cv_dirsnap_unref(s);
+        close(fds[0]);
+        return e;
+    }
     struct cv_vstack st;
     int e = cv_vdir_stack(r, v->vpath, &st);
     if (e < 0) return e;
@@ -73,7 +84,7 @@ static int prepare_new(struct cv_notif *n, int dirfd, uint64_t addr, struct cv_v
     else if (cv_ov_reserved(v->name)) e = -EINVAL;
     else e = cv_vnode_may_change(v);
     if (e == 0) {
-        *dir = cv_ov_upper_parent(n->run, v->vpath);
+        *dir = cv_vnode_upper_parent(n->run, v);
         if (*dir < 0) e = *dir;
     }
     if (e < 0) cv_vnode_release(v);
@@ -159,7 +170,7 @@ static int bring_up(struct cv_notif *n, const struct cv_vnode *v, int *dir) {
         e = cv_notif_copy_up(n, v, 1);
     }
     if (e < 0) return e;
-    *dir = cv_ov_upper_parent(r, v->vpath);
+    *dir = cv_vnode_upper_parent(r, v);
     return *dir < 0 ? *dir : 0;
 }
 
@@ -171,7 +182,7 @@ static int link_node(struct cv_notif *n, const struct cv_vnode *v, int ndir, con
     int e = 0, odir = -1;
     if (src >= 0) {
         e = cv_ov_copy_up(n->run, v, 1);
-        if (e == 0) odir = cv_ov_upper_parent(n->run, v->vpath);
+        if (e == 0) odir = cv_vnode_upper_parent(n->run, v);
         if (e == 0 && odir < 0) e = odir;
     } else {
         e = bring_up(n, v, &odir);
@@ -276,7 +287,7 @@ static struct cv_reply do_remove(struct cv_notif *n, int dirfd, uint64_t addr, i
         e = empty < 0 ? empty : empty ? 0 : -ENOTEMPTY;
     }
     if (e == 0) {
-        cv_autoclose int dir = cv_ov_upper_parent(r, v.vpath);
+        cv_autoclose int dir = cv_vnode_upper_parent(r, &v);
         if (dir < 0) e = dir;
         /* The whiteout first: a crash after it leaves the name deleted, never half-removed. */
         if (e == 0 && lower_has(&v)) e = cv_ov_whiteout(dir, v.name);
@@ -379,7 +390,7 @@ static struct cv_reply do_rename(struct cv_notif *n, int odirfd, uint64_t oaddr,
     }
     if (e == 0) e = bring_up(n, &ov, &odir);
     if (e == 0) {
-        ndir = cv_ov_upper_parent(r, nv.vpath);
+        ndir = cv_vnode_upper_parent(r, &nv);
         if (ndir < 0) e = ndir;
     }
     if (e == 0 && S_ISDIR(ov.st.st_mode)) {

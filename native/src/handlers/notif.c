@@ -14,8 +14,8 @@
 
 #include "handlers.h"
 
-static int remembered_cwd(const struct cv_vctx *c, char *out, size_t len, int *fd) {
-    return cv_cwd_override(c->run, c->guest, out, len, fd);
+static int remembered_cwd(const struct cv_vctx *c, struct cv_lpath *out, int *fd) {
+    return cv_cwd_override(c->run, c->guest, out, fd);
 }
 
 void cv_notif_init(struct cv_notif *n, struct cv_run *r, const struct seccomp_notif *req) {

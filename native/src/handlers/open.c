@@ -49,7 +49,7 @@ static struct cv_reply create(struct cv_notif *n, const struct cv_vnode *v, int 
     if (cv_ov_reserved(v->name)) return cv_err(EINVAL);
     int e = cv_vnode_may_change(v);
     if (e < 0) return cv_err(-e);
-    cv_autoclose int dir = cv_ov_upper_parent(r, v->vpath);
+    cv_autoclose int dir = cv_vnode_upper_parent(r, v);
     if (dir < 0) return cv_err(-dir);
     int base = (flags & ~(O_CREAT | O_EXCL | O_CLOEXEC)) | O_CLOEXEC | O_NOFOLLOW;
     int fd = openat(dir, v->name, base | O_CREAT | O_EXCL, 0600);

@@ -171,8 +171,11 @@ static struct cv_reply open_target(struct cv_notif *n, const struct cv_resolved 
     char target[PATH_MAX], vpath[PATH_MAX];
     pid_t pid = res->proc_pid;
     int self = pid == cv_guest_tgid(&n->g);
-    if (!strcmp(name, "cwd") && self && cv_cwd_override(n->run, &n->g, vpath, sizeof vpath, NULL)) {
-        /* the remembered directory */
+    cv_lpath_scoped struct cv_lpath cwd;
+    cv_lpath_init(&cwd);
+    if (!strcmp(name, "cwd") && self && cv_cwd_override(n->run, &n->g, &cwd, NULL)) {
+        /* the remembered directory (one longer than a path cannot be named, as in the kernel) */
+        if (snprintf(vpath, sizeof vpath, "%s", cwd.s) >= (int)sizeof vpath) return cv_err(ENAMETOOLONG);
     } else {
         const char *exe = !strcmp(name, "exe") ? cv_exe_of(n->run, pid) : NULL;
         if (exe) snprintf(vpath, sizeof vpath, "%s", exe);

@@ -326,7 +326,7 @@ static struct cv_reply bind_path(struct cv_notif *n, int s, const struct sockadd
     if (e < 0) {
         out = cv_err(-e);
     } else {
-        cv_autoclose int updir = cv_ov_upper_parent(n->run, v.vpath);
+        cv_autoclose int updir = cv_vnode_upper_parent(n->run, &v);
         cv_autoclose int dir = updir < 0 ? updir : bind_dirfd(n->run, updir);
         if (updir >= 0 && dir < 0) dir = -errno;
         struct sockaddr_un real = {.sun_family = AF_UNIX};

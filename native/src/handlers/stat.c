@@ -160,6 +160,8 @@ static struct cv_reply do_readlink(struct cv_notif *n, int dirfd, uint64_t path,
     e = resolve_text(n, dirfd, text, 0, 1, &v, &fd_only);
     if (e < 0) return cv_err(-e);
     char target[PATH_MAX], mapped[PATH_MAX];
+    cv_lpath_scoped struct cv_lpath cwd;
+    cv_lpath_init(&cwd);
     ssize_t len;
     if (fd_only) return cv_err(ENOENT);
     if (v.in_proc) {
@@ -175,9 +177,10 @@ static struct cv_reply do_readlink(struct cv_notif *n, int dirfd, uint64_t path,
             size_t pl = strlen(p);
             const char *exe = pl > 4 && !strcmp(p + pl - 4, "/exe") ? cv_exe_of(n->run, v.proc.proc_pid) : NULL;
             if (pl > 4 && !strcmp(p + pl - 4, "/cwd") && v.proc.proc_pid == cv_guest_tgid(&n->g) &&
-                cv_cwd_override(n->run, &n->g, mapped, sizeof mapped, NULL))
-                snprintf(target, sizeof target, "%s", mapped);
-            else if (exe)
+                cv_cwd_override(n->run, &n->g, &cwd, NULL)) {
+                /* one longer than a path cannot be read back, as in the kernel */
+                if (snprintf(target, sizeof target, "%s", cwd.s) >= (int)sizeof target) return cv_err(ENAMETOOLONG);
+            } else if (exe)
                 snprintf(target, sizeof target, "%s", exe);
             else if (cv_virtual_of_real(n->run, target, mapped, sizeof mapped) == 0)
                 snprintf(target, sizeof target, "%s", mapped);

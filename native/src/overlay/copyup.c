@@ -92,7 +92,7 @@ static int place(struct cv_run *r, const char *tmp, int parent, const char *name
 
 int cv_ov_copy_up(struct cv_run *r, const struct cv_vnode *v, int with_data) {
     if (v->layer != CV_LOWER || v->psrc < 0) return 0;
-    cv_autoclose int pfd = cv_ov_upper_parent(r, v->vpath);
+    cv_autoclose int pfd = cv_vnode_upper_parent(r, v);
     if (pfd < 0) return pfd;
     if (S_ISDIR(v->st.st_mode)) {
         cv_autoclose int d = cv_ov_upper_dir(r, v->vpath);

@@ -15,6 +15,7 @@
 #include "common/sysnr.h"
 #include "common/util.h"
 #include "overlay/vfs.h"
+#include "overlay/longpath.h"
 #include "overlay/walkmemo.h"
 
 int cv_ov_reserved(const char *name) { return !strncmp(name, CV_WH_PREFIX, 4); }
@@ -97,8 +98,7 @@ int cv_ov_open_upper(const struct cv_run *r, const char *vpath, int flags, mode_
                            .mode = (flags & (O_CREAT | O_TMPFILE)) ? mode : 0,
                            .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS};
     const char *rel = vpath[0] == '/' && vpath[1] ? vpath + 1 : ".";
-    int fd = (int)syscall(__NR_openat2, r->upper_fd, rel, &how, sizeof how);
-    return fd < 0 ? -errno : fd;
+    return cv_openat2_long(r->upper_fd, rel, &how);
 }
 
 void cv_ov_tmpname(char *out, size_t len) {
@@ -115,7 +115,10 @@ void cv_ov_copy_attrs(int fd, const struct stat *st) {
 
 /* The attributes of the directory vdir as the layers below the upper show it. */
 static int lower_dir_stat(struct cv_run *r, const char *vdir, struct stat *st) {
-    if (!r->nlower) return lstat(vdir, st) < 0 ? -errno : S_ISDIR(st->st_mode) ? 0 : -ENOTDIR;
+    if (!r->nlower) {
+        int e = cv_fstatat_long(AT_FDCWD, vdir, st, AT_SYMLINK_NOFOLLOW);
+        return e < 0 ? e : S_ISDIR(st->st_mode) ? 0 : -ENOTDIR;
+    }
     struct cv_vstack s;
     int e = cv_vdir_stack(r, vdir, &s);
     if (e < 0) return e;
@@ -134,26 +137,34 @@ int cv_ov_upper_dir(struct cv_run *r, const char *vdir) {
     if (there >= 0) return there;
     int cur = openat(r->upper_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (cur < 0) return -errno;
-    char buf[PATH_MAX], host[PATH_MAX] = "";
-    snprintf(buf, sizeof buf, "%s", vdir);
-    for (char *save = NULL, *c = strtok_r(buf, "/", &save); c; c = strtok_r(NULL, "/", &save)) {
-        size_t hl = strlen(host);
-        snprintf(host + hl, sizeof host - hl, "/%s", c);
-        int next = openat(cur, c, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    struct cv_lpath buf, host;
+    cv_lpath_init(&buf);
+    cv_lpath_init(&host);
+    int e = cv_lpath_set(&buf, vdir);
+    if (e < 0) {
+        close(cur);
+        return e;
+    }
+    for (char *save = NULL, *c = strtok_r(buf.s, "/", &save); c; c = strtok_r(NULL, "/", &save)) {
+        e = cv_lpath_join(&host, *host.s ? host.s : "/", c);
+        int next = e < 0 ? -1 : openat(cur, c, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (e < 0) errno = -e;
         if (next < 0 && errno == ENOENT) {
             /* Make it: a twin of the directory below (a layer's or the host's), built in work and
              * renamed in. */
             struct stat st;
-            if (lower_dir_stat(r, host, &st) < 0) {
+            if (lower_dir_stat(r, host.s, &st) < 0) {
                 close(cur);
-                return -ENOENT;
+                cur = -ENOENT;
+                break;
             }
             char tmp[64];
             cv_ov_tmpname(tmp, sizeof tmp);
             if (mkdirat(r->work_fd, tmp, 0700) < 0) {
-                int e = errno;
+                int err = errno;
                 close(cur);
-                return -e;
+                cur = -err;
+                break;
             }
             int t = openat(r->work_fd, tmp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
             if (t >= 0) {
@@ -161,24 +172,27 @@ int cv_ov_upper_dir(struct cv_run *r, const char *vdir) {
                 close(t);
             }
             if (renameat2(r->work_fd, tmp, cur, c, RENAME_NOREPLACE) < 0) unlinkat(r->work_fd, tmp, AT_REMOVEDIR);
-            cv_wmemo_forget(r, host); /* a layer's directory kept without an upper one */
+            cv_wmemo_forget(r, host.s); /* a layer's directory kept without an upper one */
             next = openat(cur, c, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         }
-        int e = errno;
+        int err = errno;
         close(cur);
-        if (next < 0) return -e;
-        cur = next;
+        cur = next < 0 ? -err : next;
+        if (next < 0) break;
     }
+    cv_lpath_free(&buf);
+    cv_lpath_free(&host);
     return cur;
 }
 
 int cv_ov_upper_parent(struct cv_run *r, const char *vpath) {
-    char parent[PATH_MAX];
-    snprintf(parent, sizeof parent, "%s", vpath);
-    char *slash = strrchr(parent, '/');
-    if (!slash) return -EINVAL;
-    slash[slash == parent ? 1 : 0] = 0;
-    return cv_ov_upper_dir(r, parent);
+    if (!strchr(vpath, '/')) return -EINVAL;
+    struct cv_lpath parent;
+    cv_lpath_init(&parent);
+    int e = cv_lpath_parent(&parent, vpath);
+    if (e == 0) e = cv_ov_upper_dir(r, parent.s);
+    cv_lpath_free(&parent);
+    return e;
 }
 
 int cv_ov_rmdir_upper(int parent, const char *name) {

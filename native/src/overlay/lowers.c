@@ -13,6 +13,7 @@
 
 #include "common/sysnr.h"
 #include "overlay/layers.h"
+#include "overlay/longpath.h"
 
 /* Past these the cache starts over: a guest walking a huge layer costs memory only up to here. */
 #define MAX_DIRS 16384
@@ -69,14 +70,13 @@ int cv_lower_open(const struct cv_run *r, int i, const char *vpath, int flags) {
     const char *rel = vpath[0] == '/' && vpath[1] ? vpath + 1 : ".";
     struct open_how how = {.flags = (uint64_t)(flags | O_NOFOLLOW | O_CLOEXEC),
                            .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS};
-    int fd = (int)syscall(__NR_openat2, r->lower_fd[i], rel, &how, sizeof how);
-    return fd < 0 ? -errno : fd;
+    return cv_openat2_long(r->lower_fd[i], rel, &how);
 }
 
 int cv_lower_lstat(const struct cv_run *r, int i, const char *vpath, struct stat *st) {
     /* Callers pass paths whose directories the listings proved real: no symlink on the way. */
     const char *rel = vpath[0] == '/' && vpath[1] ? vpath + 1 : ".";
-    return fstatat(r->lower_fd[i], rel, st, AT_SYMLINK_NOFOLLOW) < 0 ? -errno : 0;
+    return cv_fstatat_long(r->lower_fd[i], rel, st, AT_SYMLINK_NOFOLLOW);
 }
 
 static const char *name_of(const struct ldir *d, const struct lname *e) { return d->arena + e->off; }

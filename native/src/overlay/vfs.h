@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 
 #include "overlay/ctx.h"
+#include "overlay/longpath.h"
 #include "overlay/resolve.h"
 #include "supervisor/run.h"
 
@@ -31,7 +32,8 @@ struct cv_vnode {
     struct stat st;      /* lstat (or stat when following) of the final, from its layer */
     dev_t adev;          /* aino != 0: an upper copy standing for the host file it was linked */
     ino_t aino;          /* from (overlay/alias.h); these are the copy's, st is that file's */
-    char vpath[PATH_MAX];/* absolute, symlink-free virtual path of the final */
+    char *vpath;         /* absolute, symlink-free virtual path of the final (in vbuf; it may be
+                          * longer than PATH_MAX, overlay/longpath.h) */
     const char *name;    /* its last component (inside vpath; "" for "/") */
     int pup;             /* the parent directory in the upper (O_PATH), or -1 */
     int plow;            /* the parent directory in the host, when its entries show, or -1 */
@@ -42,6 +44,7 @@ struct cv_vnode {
     int popq;            /* the parent's upper is opaque */
     int in_proc;         /* under /proc: `proc` holds the host resolver's answer */
     struct cv_resolved proc;
+    struct cv_lpath vbuf;
 };
 
 /* 0 or -errno (ENOENT, ENOTDIR, ELOOP, ENAMETOOLONG, EBADF, EACCES) for a failure before the final
@@ -90,6 +93,20 @@ void cv_vstack_close(struct cv_vstack *s);
 /* The virtual path of a real path seen in /proc (a cwd, an fd): the upper's or a layer's root
  * stripped, host paths as they are. 0, or -ENOENT for the storage of another sandbox or a hidden path. */
 int cv_virtual_of_real(const struct cv_run *r, const char *real, char *out, size_t len);
+
+/* The virtual path of a real directory (fd) whose path /proc cannot give (ENAMETOOLONG: a tree
+ * deeper than PATH_MAX), found by climbing ".." to one it can, or to one the walk remembers.
+ * *stored: the directory is in cvisor's storage; *own: it is an upper directory through which
+ * nothing below the upper shows (the merged view of it is fd's directory alone). 0 or -errno. */
+int cv_vfs_long_dir_vpath(struct cv_run *r, int fd, struct cv_lpath *out, int *stored, int *own);
+
+/* fd is the upper directory at vpath (as /proc names it), one the walk remembers as the sandbox's
+ * own: nothing below the upper shows through it. */
+int cv_vfs_own_dir(struct cv_run *r, int fd, const char *vpath);
+
+/* The upper directory holding v (made, with the directories above it, when it is missing): the
+ * walk's own when it had one. fd (O_RDONLY | O_DIRECTORY) or -errno. */
+int cv_vnode_upper_parent(struct cv_run *r, const struct cv_vnode *v);
 
 /* A real path lies in the upper or a read-only layer; in the upper. */
 int cv_vfs_in_store(const struct cv_run *r, const char *real);

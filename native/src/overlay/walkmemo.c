@@ -1,8 +1,11 @@
 #include "walkmemo.h"
 
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "common/util.h"
 
@@ -18,14 +21,17 @@ struct entry {
     uint64_t hash;
     int newer, older; /* neighbours in the recency list, or -1 */
     struct cv_wmemo_dir dir;
-    int chain; /* the next entry in its bucket, or -1 */
+    int chain;   /* the next entry in its bucket, or -1 */
+    int idchain; /* the next entry with an upper directory in its identity bucket, or -1 */
+    int pin;     /* the upper directory held open (O_PATH), or -1 */
 };
 
 struct cv_wmemo {
     pthread_mutex_t lock;
     struct entry e[CAP];
     int bucket[NBUCKETS];
-    size_t n;
+    int idbucket[NBUCKETS]; /* entries with an upper directory, by its dev/ino */
+    size_t n, npins;
     int head, tail; /* most and least recently used, or -1 */
     int free_at;    /* where to look for a free entry first */
 };
@@ -38,10 +44,14 @@ static struct cv_wmemo *memo(struct cv_run *r, int make) {
     struct cv_wmemo *m = calloc(1, sizeof *m);
     if (!m) return NULL;
     pthread_mutex_init(&m->lock, NULL);
-    for (int i = 0; i < NBUCKETS; i++) m->bucket[i] = -1;
+    for (int i = 0; i < NBUCKETS; i++) m->bucket[i] = m->idbucket[i] = -1;
     m->head = m->tail = -1;
     r->wmemo = m;
     return m;
+}
+
+static size_t id_slot(dev_t dev, ino_t ino) {
+    return (size_t)((((uint64_t)dev * 0x9e3779b97f4a7c15ull) ^ (uint64_t)ino) % NBUCKETS);
 }
 
 static int lookup(struct cv_wmemo *m, const char *p, size_t len, uint64_t h) {
@@ -73,8 +83,18 @@ static void drop(struct cv_wmemo *m, int i) {
     int *link = &m->bucket[x->hash % NBUCKETS];
     while (*link != i) link = &m->e[*link].chain;
     *link = x->chain;
+    if (x->dir.has_up) {
+        link = &m->idbucket[id_slot(x->dir.dev, x->dir.ino)];
+        while (*link != i) link = &m->e[*link].idchain;
+        *link = x->idchain;
+    }
     free(x->vpath);
     x->vpath = NULL;
+    if (x->pin >= 0) {
+        close(x->pin);
+        x->pin = -1;
+        m->npins--;
+    }
     m->n--;
 }
 
@@ -115,7 +135,40 @@ int cv_wmemo_find(struct cv_run *r, const char *vpath, size_t *len, struct cv_wm
     return found;
 }
 
-void cv_wmemo_put(struct cv_run *r, const char *vpath, size_t len, const struct cv_wmemo_dir *dir) {
+char *cv_wmemo_find_id(struct cv_run *r, dev_t dev, ino_t ino, struct cv_wmemo_dir *dir, int *pinned) {
+    struct cv_wmemo *m = memo(r, 0);
+    if (!m) return NULL;
+    char *out = NULL;
+    pthread_mutex_lock(&m->lock);
+    for (int i = m->idbucket[id_slot(dev, ino)]; i >= 0 && !out; i = m->e[i].idchain) {
+        const struct entry *x = &m->e[i];
+        if (x->dir.dev == dev && x->dir.ino == ino) {
+            out = strdup(x->vpath);
+            *dir = x->dir;
+            *pinned = x->pin >= 0;
+        }
+    }
+    pthread_mutex_unlock(&m->lock);
+    return out;
+}
+
+int cv_wmemo_holds(struct cv_run *r, const char *vpath, dev_t dev, ino_t ino, struct cv_wmemo_dir *dir) {
+    struct cv_wmemo *m = memo(r, 0);
+    if (!m) return 0;
+    int found = 0;
+    pthread_mutex_lock(&m->lock);
+    for (int i = m->idbucket[id_slot(dev, ino)]; i >= 0 && !found; i = m->e[i].idchain) {
+        const struct entry *x = &m->e[i];
+        if (x->dir.dev == dev && x->dir.ino == ino && !strcmp(x->vpath, vpath)) {
+            *dir = x->dir;
+            found = 1;
+        }
+    }
+    pthread_mutex_unlock(&m->lock);
+    return found;
+}
+
+void cv_wmemo_put(struct cv_run *r, const char *vpath, size_t len, const struct cv_wmemo_dir *dir, int fd) {
     struct cv_wmemo *m = memo(r, 1);
     if (!m || len < 2 || vpath[0] != '/') return;
     uint64_t h = SEED;
@@ -139,9 +192,29 @@ void cv_wmemo_put(struct cv_run *r, const char *vpath, size_t len, const struct 
         drop(m, slot);
     }
     struct entry *x = &m->e[slot];
-    *x = (struct entry){.vpath = copy, .len = len, .hash = h, .dir = *dir};
+    *x = (struct entry){.vpath = copy, .len = len, .hash = h, .dir = *dir, .pin = -1};
+    struct stat st;
+    if (fd >= 0 && dir->has_up && !dir->lmask && len >= CV_WMEMO_PIN_FROM && m->npins >= CV_WMEMO_PINS)
+        for (int k = m->tail; k >= 0; k = m->e[k].newer) /* the least recently used one gives its up */
+            if (m->e[k].pin >= 0) {
+                close(m->e[k].pin);
+                m->e[k].pin = -1;
+                m->npins--;
+                break;
+            }
+    if (fd >= 0 && dir->has_up && !dir->lmask && len >= CV_WMEMO_PIN_FROM && m->npins < CV_WMEMO_PINS &&
+        fstat(fd, &st) == 0 && st.st_dev == dir->dev && st.st_ino == dir->ino) {
+        x->pin = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+        if (x->pin >= 0) m->npins++;
+    }
     x->chain = m->bucket[h % NBUCKETS];
     m->bucket[h % NBUCKETS] = slot;
+    x->idchain = -1;
+    if (dir->has_up) {
+        size_t b = id_slot(dir->dev, dir->ino);
+        x->idchain = m->idbucket[b];
+        m->idbucket[b] = slot;
+    }
     push_used(m, slot);
     m->n++;
     pthread_mutex_unlock(&m->lock);
@@ -150,9 +223,10 @@ void cv_wmemo_put(struct cv_run *r, const char *vpath, size_t len, const struct 
 void cv_wmemo_forget(struct cv_run *r, const char *vpath) {
     struct cv_wmemo *m = memo(r, 0);
     if (!m) return;
+    size_t l = strlen(vpath);
     pthread_mutex_lock(&m->lock);
-    for (int i = 0; i < CAP && m->n; i++)
-        if (m->e[i].vpath && cv_path_under(m->e[i].vpath, vpath)) drop(m, i);
+    for (int i = 0; i < CAP && m->n; i++) /* (shorter ones are not below it: no compare) */
+        if (m->e[i].vpath && m->e[i].len >= l && cv_path_under(m->e[i].vpath, vpath)) drop(m, i);
     pthread_mutex_unlock(&m->lock);
 }
 
