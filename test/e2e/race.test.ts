@@ -4,7 +4,8 @@
 // read, a host file is never opened for writing, and nothing is ever created. Every third flip
 // names a symlink of the sandbox that a second process keeps swapping between the two.
 import assert from "node:assert/strict";
-import { existsSync } from "node:fs";
+import { existsSync, mkdirSync, writeFileSync } from "node:fs";
+import path from "node:path";
 import { racer, RACE_ROUNDS, RACE_TIMEOUT } from "../helpers/cc.js";
 import { gtest } from "../helpers/guard.js";
 import { cvisor, show, uniqueToken } from "../helpers/repo.js";
@@ -65,6 +66,37 @@ gtest(
     // Creating the file is allowed: it lands in the sandbox's upper layer, not on the host.
     assert.ok(s.opens >= Number(RACE_ROUNDS) && s.good > 0, show(r));
     assert.ok(!existsSync(target), `${target} was created`);
+  },
+  { timeout: RACE_TIMEOUT },
+);
+
+// Landlock does not check O_PATH opens: a continued one would give an fd of whatever the path
+// named by then, a hidden file too, and fstat (a call with no path) tells its size and times.
+gtest(
+  "racing O_PATH opens never give an fd of a hidden file",
+  async (fx) => {
+    const home = path.join(fx.scratch, "home");
+    mkdirSync(path.join(home, ".ssh"), { recursive: true });
+    writeFileSync(path.join(home, ".ssh", "id_ed25519"), "secret key\n");
+    writeFileSync(path.join(home, "visible.txt"), "v\n");
+    const r = await cvisor(
+      [],
+      [
+        racer(),
+        "opath",
+        path.join(home, "visible.txt"),
+        path.join(home, ".ssh", "id_ed25519"),
+        RACE_ROUNDS,
+      ],
+      {
+        extraEnv: { HOME: home, CVISOR_HOME: path.join(fx.scratch, "cvisor-home") },
+        timeoutMs: RACE_TIMEOUT,
+      },
+    );
+    assert.equal(r.code, 0, show(r));
+    const s = summary(r.out, "opath");
+    assert.equal(s.bad, 0, show(r));
+    assert.ok(s.opens >= Number(RACE_ROUNDS) && s.good > 0, show(r));
   },
   { timeout: RACE_TIMEOUT },
 );

@@ -3,6 +3,8 @@
  *    view does is CONTINUEd (Landlock grants read only, so a racing thread that
  *    swaps the path can only read another visible file), unless an embedder's
  *    hook decided on the path (n->decided): then the supervisor opens it;
+ *  - never an O_PATH open: Landlock does not check those, so a swapped path would
+ *    give an fd of a hidden file, and its metadata through fstat;
  *  - everything else is opened by the supervisor and injected (ADDFD):
  *    upper files, new files (made in the upper), host files opened for writing
  *    (copied up first), merged directories (the upper twin: getdents merges);
@@ -75,9 +77,9 @@ static struct cv_reply open_tmpfile(struct cv_notif *n, const struct cv_vnode *v
 }
 
 /* The kernel may open it from the guest's own arguments: a host object the view shows as it is,
- * and no hook decided on our copy of the path. */
-static int kernel_may_open(const struct cv_notif *n, const struct cv_vnode *v) {
-    return !v->touched && v->layer == CV_LOWER && !n->decided;
+ * no hook decided on our copy of the path, and an open Landlock checks (not O_PATH). */
+static int kernel_may_open(const struct cv_notif *n, const struct cv_vnode *v, int flags) {
+    return !v->touched && v->layer == CV_LOWER && !n->decided && !(flags & O_PATH);
 }
 
 /* An existing object, opened by the supervisor in its layer. */
@@ -156,22 +158,20 @@ struct cv_reply cv_open_path(struct cv_notif *n, int dirfd, const char *path, in
     } else if (excl) {
         out = cv_err(EEXIST);
     } else if (S_ISLNK(st->st_mode)) {
-        /* Only O_PATH opens a symlink. The kernel does it where it finds the same link; one of the
-         * sandbox's layers has no stand-in: ADDFD cannot pass O_PATH files, and nothing else
-         * opens a link. EOPNOTSUPP is what the usual caller, glibc's fchmodat(AT_SYMLINK_NOFOLLOW)
-         * (lchmod: tar as root, cp -P, Python's follow_symlinks=False), answers once it sees a
-         * link, so those behave as on the host. */
-        out = !(flags & O_PATH)                                  ? cv_err(ELOOP)
-              : v.touched || cv_vnode_stored(&v) || n->decided ? cv_err(EOPNOTSUPP)
-                                                              : cv_continue();
+        /* Only O_PATH opens a symlink, and that open has no stand-in: ADDFD cannot pass O_PATH
+         * files, nothing else opens a link, and the kernel cannot be left to do it (above).
+         * EOPNOTSUPP is what the usual caller, glibc's fchmodat(AT_SYMLINK_NOFOLLOW) (lchmod:
+         * tar as root, cp -P, Python's follow_symlinks=False), answers once it sees a link, so
+         * those behave as on the host. */
+        out = cv_err(flags & O_PATH ? EOPNOTSUPP : ELOOP);
     } else if ((flags & O_DIRECTORY) && !S_ISDIR(st->st_mode)) {
         out = cv_err(ENOTDIR);
     } else if (S_ISDIR(st->st_mode)) {
-        out = w ? cv_err(EISDIR) : kernel_may_open(n, &v) ? cv_continue() : open_existing(n, &v, flags);
+        out = w ? cv_err(EISDIR) : kernel_may_open(n, &v, flags) ? cv_continue() : open_existing(n, &v, flags);
     } else if (cv_pty_is_master(st) && !(flags & O_PATH)) {
         out = v.psrc < 0 ? cv_err(ENOENT) : cv_pty_open_master(n, v.psrc, *v.name ? v.name : ".", flags);
     } else if (S_ISCHR(st->st_mode) && cv_writable_device(n->run, st->st_rdev)) {
-        out = v.touched || n->decided ? open_existing(n, &v, flags) : cv_continue();
+        out = v.touched || n->decided || (flags & O_PATH) ? open_existing(n, &v, flags) : cv_continue();
     } else if (cv_pty_is_slave(st) && !(flags & O_PATH)) {
         out = cv_pty_open_slave(n, st, v.vpath, flags);
     } else if ((S_ISCHR(st->st_mode) || S_ISBLK(st->st_mode)) && !(flags & O_PATH) &&
@@ -180,7 +180,7 @@ struct cv_reply cv_open_path(struct cv_notif *n, int dirfd, const char *path, in
         cv_run_deny(n->run, n->req->data.nr, (pid_t)n->req->pid, v.vpath, "a host device the sandbox does not give");
         out = cv_err(EACCES);
     } else if (!w) {
-        out = kernel_may_open(n, &v) ? cv_continue() : open_existing(n, &v, flags);
+        out = kernel_may_open(n, &v, flags) ? cv_continue() : open_existing(n, &v, flags);
     } else if (v.layer == CV_UPPER) {
         cv_notif_settle_alias(n, &v);
         out = open_existing(n, &v, flags);
