@@ -22,7 +22,7 @@ const out = join(root, "native", "prebuilt", platform);
 const tmp = `${out}.tmp`;
 rmSync(tmp, { recursive: true, force: true });
 mkdirSync(tmp, { recursive: true });
-for (const name of ["libcvisor.so", "cvisor-helper"]) {
+for (const name of ["libcvisor.so", "cvisor-helper", "libcvisor-shim.so"]) {
   const to = join(tmp, name);
   copyFileSync(join(root, "native", "build", name), to);
   // Debug sections are most of each file (1 MB of the library's 1.1); symbols stay.

@@ -219,7 +219,7 @@ let coreDir: string | undefined;
  * this platform (native/prebuilt/linux-x64/), which also serves an install made with
  * --ignore-scripts.
  */
-function nativeDir(): string {
+export function nativeDir(): string {
   if (coreDir !== undefined) return coreDir;
   const root = packageRoot();
   const built = join(root, "native", "build");

@@ -20,6 +20,7 @@ import {
   type V2Home,
   type V2Parent,
 } from "./cgroups.js";
+import { SHIM_ENV } from "./shim.js";
 
 /** One line of the doctor's report. */
 export interface Check {
@@ -46,6 +47,7 @@ const PURPOSE: Record<string, string> = {
   native: "the C core every sandbox runs on",
   kernel: "the kernel features above, tried by the helper",
   helper: "starts each sandbox (seccomp filter, Landlock) and probes the kernel",
+  shim: "fstat stays a native call in guests (else each one is answered by the supervisor)",
   state_dir: "named sandboxes, snapshots, caches and runs in progress live there",
   credentials: "keeping tokens and keys of common tools out of the guest's reach",
   cgroup_v2:
@@ -199,6 +201,25 @@ export function helperCheck(path: string, p: ProbeResult | undefined): Check {
   if (!p) return check(id, name, "warn", `${path} present; not run (no native core)`, fix);
   if (!p.helperOk) return check(id, name, "fail", `${path} did not run${why(p.helperErrno)}`, fix);
   return check(id, name, "ok", path);
+}
+
+/**
+ * The guests' shim: present, and a kernel that answers a NULL-path fstat about the fd alone
+ * (Linux 6.11), which is what the shim turns glibc's fstat into. `release` is os.release().
+ */
+export function shimCheck(shim: string | undefined, release: string): Check {
+  const id = "shim";
+  const name = "native fstat in guests";
+  if (!shim) {
+    const detail = `off ($${SHIM_ENV}=off, or no libcvisor-shim.so in the core)`;
+    return check(id, name, "warn", detail, "npm run build:native");
+  }
+  const [major = 0, minor = 0] = release.split(".").map((x) => parseInt(x, 10));
+  if (major < 6 || (major === 6 && minor < 11)) {
+    const detail = `Linux ${release}: fstat with a NULL path needs 6.11; every fstat is notified`;
+    return check(id, name, "warn", detail, "a Linux 6.11 or later kernel");
+  }
+  return check(id, name, "ok", shim);
 }
 
 /** The state directory: created if needed, then a file written and removed in it. */

@@ -13,6 +13,7 @@ import { parseHttpRule, placeholder, readSecret, startBroker } from "./broker/br
 import { NAME_SERVER } from "./broker/dns.js";
 import { planNetwork } from "./net-policy.js";
 import { readHostsFile, writeHosts, writeResolvConf, writeTrust } from "./run-layer.js";
+import { withShim } from "./shim.js";
 import type { SandboxLayer } from "./open-layer.js";
 import type { ListenPolicy, RunOptions, SandboxOptions } from "./types.js";
 
@@ -120,7 +121,10 @@ export function runSpec(
   }
   if (lowers.length > 0) spec.lowers = lowers;
   spec.env = envStrings(
-    buildEnv(process.env, { [SANDBOX_ENV]: layer.name }, brokerEnv, o.env, options.env),
+    withShim(
+      buildEnv(process.env, { [SANDBOX_ENV]: layer.name }, brokerEnv, o.env, options.env),
+      spec.hide,
+    ),
   );
   return spec;
 }

@@ -45,13 +45,14 @@ function ownCacheDir(): string {
  * The path of the compiled fixture `name` (test/fixtures/NAME.c), compiling it if needed.
  * Throws with gcc's output when it does not compile.
  */
-export function compileFixture(name: string): string {
-  const cached = built.get(name);
+export function compileFixture(name: string, extra: readonly string[] = []): string {
+  const key = [name, ...extra].join(" ");
+  const cached = built.get(key);
   if (cached) return cached;
   const source = path.join(fixtureSources, `${name}.c`);
   const text = readFileSync(source);
   const hash = createHash("sha256")
-    .update(CFLAGS.join(" "))
+    .update([...CFLAGS, ...extra].join(" "))
     .update("\0")
     .update(text)
     .digest("hex")
@@ -61,7 +62,9 @@ export function compileFixture(name: string): string {
   if (!existsSync(out)) {
     const tmp = `${out}.tmp-${process.pid}`;
     try {
-      execFileSync("gcc", [...CFLAGS, "-o", tmp, source], { stdio: ["ignore", "pipe", "pipe"] });
+      execFileSync("gcc", [...CFLAGS, ...extra, "-o", tmp, source], {
+        stdio: ["ignore", "pipe", "pipe"],
+      });
     } catch (err) {
       const e = err as { stderr?: Buffer; message?: string };
       throw new Error(`gcc failed on ${source}:\n${e.stderr?.toString() ?? e.message ?? ""}`);
@@ -69,7 +72,7 @@ export function compileFixture(name: string): string {
     chmodSync(tmp, 0o755);
     renameSync(tmp, out); // atomic: a concurrent builder of the same hash wins either way
   }
-  built.set(name, out);
+  built.set(key, out);
   return out;
 }
 
@@ -91,6 +94,11 @@ export function flipper(): string {
 /** The probe program (test/fixtures/try-syscall.c). */
 export function prober(): string {
   return compileFixture("try-syscall");
+}
+
+/** The probe program linked statically: no dynamic loader, so no preloaded shim. */
+export function staticProber(): string {
+  return compileFixture("try-syscall", ["-static"]);
 }
 
 /** The unkillable-but-by-SIGKILL sleeper (test/fixtures/sleeper.c). */

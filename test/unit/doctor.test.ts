@@ -4,7 +4,12 @@ import { test } from "node:test";
 import type { ProbeResult } from "../../src/core/native.js";
 import { formatReport } from "../../src/cli/commands/doctor.js";
 import { parseMountinfo } from "../../src/sandbox/cgroups.js";
-import { cgroupChecks, kernelChecks, type Check } from "../../src/sandbox/doctor-checks.js";
+import {
+  cgroupChecks,
+  kernelChecks,
+  shimCheck,
+  type Check,
+} from "../../src/sandbox/doctor-checks.js";
 import type { CgroupFs } from "../../src/sandbox/cgroups.js";
 import { dirname } from "node:path";
 
@@ -72,6 +77,22 @@ const mountinfo = [
 ].join("\n");
 const procCgroup =
   "12:pids:/user.slice\n5:memory:/user.slice/app\n0::/user.slice/session-1.scope\n";
+
+test("the shim: ok on Linux 6.11+, a warning with the reason before it or without the shim", () => {
+  const shim = "/opt/cvisor/native/prebuilt/linux-x64/libcvisor-shim.so";
+  assert.deepEqual(
+    [shimCheck(shim, "6.18.0-cloud").status, shimCheck(shim, "6.11.0").status],
+    ["ok", "ok"],
+  );
+  for (const old of ["6.10.14-generic", "5.15.0-100-generic"]) {
+    const c = shimCheck(shim, old);
+    assert.equal(c.status, "warn");
+    assert.match(c.detail, /needs 6\.11/);
+  }
+  const off = shimCheck(undefined, "6.18.0");
+  assert.equal(off.status, "warn");
+  assert.match(off.detail, /CVISOR_SHIM=off/);
+});
 
 test("mountinfo parsing unescapes paths", () => {
   const mounts = parseMountinfo(mountinfo);

@@ -208,11 +208,22 @@ static void emit_rule(struct asm_ *a, struct blocks *b, const struct cv_filter_o
         jmp(a, b->notify);
         return;
     }
-    case CV_ARG_FD_STAT:
+    case CV_ARG_FD_STAT: {
+        /* About the fd alone: AT_EMPTY_PATH, a NULL path (Linux 6.11+) and an fd, not AT_FDCWD. */
+        int empty = new_label(a);
         ld(a, OFF_ARG_LO(s->errno_));
-        jif(a, BPF_JSET, CV_AT_EMPTY_PATH, b->allow);
+        jif(a, BPF_JSET, CV_AT_EMPTY_PATH, empty);
         jmp(a, b->notify);
+        place(a, empty);
+        ld(a, OFF_ARG_LO(1));
+        jif(a, BPF_JSET, 0xffffffffu, b->notify);
+        ld(a, OFF_ARG_LO(1) + 4);
+        jif(a, BPF_JSET, 0xffffffffu, b->notify);
+        ld(a, OFF_ARG_LO(0));
+        jif(a, BPF_JSET, 0x80000000u, b->notify);
+        jmp(a, b->allow);
         return;
+    }
     default:
         jmp(a, b->notify);
     }

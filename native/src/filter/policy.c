@@ -58,7 +58,10 @@ static uint32_t eval_rule(const struct cv_filter_opts *o, const struct cv_syscal
         return (lo32(a[0]) == s->errno_ && lo32(a[1]) == 0) ? SECCOMP_RET_ALLOW
                                                             : SECCOMP_RET_USER_NOTIF;
     case CV_ARG_FD_STAT:
-        return (lo32(a[s->errno_]) & CV_AT_EMPTY_PATH) ? SECCOMP_RET_ALLOW : SECCOMP_RET_USER_NOTIF;
+        /* About the fd alone: AT_EMPTY_PATH, a NULL path (Linux 6.11+) and an fd, not AT_FDCWD. */
+        return ((lo32(a[s->errno_]) & CV_AT_EMPTY_PATH) && a[1] == 0 && !(lo32(a[0]) & 0x80000000u))
+                   ? SECCOMP_RET_ALLOW
+                   : SECCOMP_RET_USER_NOTIF;
     case CV_ARG_SIGNAL:
         return o->signals_scoped ? SECCOMP_RET_ALLOW : SECCOMP_RET_USER_NOTIF;
     default:

@@ -25,7 +25,7 @@ enum cv_arg_rule {
     CV_ARG_PID0,         /* arg0 == 0 (self) → ALLOW, else NOTIFY */
     CV_ARG_PRIO_SELF,    /* arg0 == which_self && arg1 == 0 → ALLOW, else NOTIFY */
     CV_ARG_SIGNAL,       /* ALLOW when signals are Landlock-scoped, else NOTIFY */
-    CV_ARG_FD_STAT,      /* flags in arg[errno_] has AT_EMPTY_PATH (fstat of an fd) → ALLOW, else NOTIFY */
+    CV_ARG_FD_STAT,      /* AT_EMPTY_PATH in arg[errno_], a NULL path, an fd ≥ 0 (fstat) → ALLOW, else NOTIFY */
     CV_ARG_NO_ADDR,      /* arg[errno_] (an address pointer) is NULL → ALLOW, else NOTIFY */
     CV_ARG_FCNTL,        /* record locks → NOTIFY, a lease → EACCES, else ALLOW */
 };

@@ -47,11 +47,11 @@ int cv_vnode_open(const struct cv_vnode *v, int flags) {
 static int resolve_text(struct cv_notif *n, int dirfd, const char *path, int flags, int empty_ok, struct cv_vnode *v,
                         int *fd_only) {
     *fd_only = 0;
-    if (!*path && empty_ok) {
+    if (!*path && empty_ok && dirfd != AT_FDCWD) {
         *fd_only = 1;
         return cv_guest_settle(&n->g);
     }
-    int e = cv_vresolve(&n->ctx, dirfd, path, flags, v);
+    int e = cv_vresolve(&n->ctx, dirfd, !*path && empty_ok ? "." : path, flags, v); /* "" at AT_FDCWD: the cwd */
     if (e < 0) return e;
     if (v->in_proc && (e = cv_proc_access(n, &v->proc, 0)) < 0) {
         cv_vnode_release(v);
@@ -64,14 +64,21 @@ static int resolve_text(struct cv_notif *n, int dirfd, const char *path, int fla
     return 0;
 }
 
-/* Read and resolve the path argument of this call. */
-static int resolve_arg(struct cv_notif *n, int dirfd, uint64_t addr, int flags, int empty_ok, struct cv_vnode *v,
-                       int *fd_only) {
-    char path[PATH_MAX];
-    int e = cv_guest_path_owed(&n->g, addr, path, sizeof path); /* resolve_text settles */
+/* Read and resolve the path argument of this call; null_ok: the stat family, where AT_EMPTY_PATH
+ * with a NULL path means "" (Linux 6.11+; the access family still says EFAULT). */
+static int resolve_arg_null(struct cv_notif *n, int dirfd, uint64_t addr, int flags, int empty_ok, int null_ok,
+                            struct cv_vnode *v, int *fd_only) {
+    char path[PATH_MAX] = "";
+    /* The filter lets a NULL path through only with an fd, so what comes here is AT_FDCWD or a bad fd. */
+    int e = addr == 0 && empty_ok && null_ok ? 0 : cv_guest_path_owed(&n->g, addr, path, sizeof path); /* resolve_text settles */
     *fd_only = 0;
     if (e < 0) return e;
     return resolve_text(n, dirfd, path, flags, empty_ok, v, fd_only);
+}
+
+static int resolve_arg(struct cv_notif *n, int dirfd, uint64_t addr, int flags, int empty_ok, struct cv_vnode *v,
+                       int *fd_only) {
+    return resolve_arg_null(n, dirfd, addr, flags, empty_ok, 0, v, fd_only);
 }
 
 static struct cv_reply reply_write(struct cv_notif *n, uint64_t addr, const void *buf, size_t len, int64_t val) {
@@ -82,8 +89,8 @@ static struct cv_reply reply_write(struct cv_notif *n, uint64_t addr, const void
 static struct cv_reply do_stat(struct cv_notif *n, int dirfd, uint64_t path, uint64_t buf, int flags) {
     struct cv_vnode v;
     int fd_only;
-    int e = resolve_arg(n, dirfd, path, (flags & AT_SYMLINK_NOFOLLOW) ? 0 : CV_RES_FOLLOW, flags & AT_EMPTY_PATH, &v,
-                        &fd_only);
+    int e = resolve_arg_null(n, dirfd, path, (flags & AT_SYMLINK_NOFOLLOW) ? 0 : CV_RES_FOLLOW, flags & AT_EMPTY_PATH,
+                             1, &v, &fd_only);
     if (e < 0) return cv_err(-e);
     struct stat st;
     if (fd_only) {
@@ -106,8 +113,8 @@ static struct cv_reply do_statx(struct cv_notif *n) {
     int flags = (int)a[2];
     struct cv_vnode v;
     int fd_only;
-    int e = resolve_arg(n, (int)a[0], a[1], (flags & AT_SYMLINK_NOFOLLOW) ? 0 : CV_RES_FOLLOW, flags & AT_EMPTY_PATH,
-                        &v, &fd_only);
+    int e = resolve_arg_null(n, (int)a[0], a[1], (flags & AT_SYMLINK_NOFOLLOW) ? 0 : CV_RES_FOLLOW,
+                             flags & AT_EMPTY_PATH, 1, &v, &fd_only);
     if (e < 0) return cv_err(-e);
     cv_autoclose int fd = fd_only ? cv_guest_fd(&n->g, (int)a[0]) : cv_vnode_open(&v, 0);
     struct stat twin;

@@ -3,6 +3,7 @@
 // `cvisor doctor --store`: checks the records of $CVISOR_HOME instead (sandboxes, snapshot
 // layers, the cache's entries) and lists each damaged one with the command that removes it;
 // exits 1 when there is one. It reads only: nothing is repaired or removed.
+import { release } from "node:os";
 import { CvisorError } from "../../core/errors.js";
 import { helperPath, probe, type ProbeResult } from "../../core/native.js";
 import { cvisorHome, userHome } from "../../paths.js";
@@ -12,9 +13,11 @@ import {
   hostCgroupChecks,
   kernelChecks,
   nativeFailureCheck,
+  shimCheck,
   stateDirCheck,
   type Check,
 } from "../../sandbox/doctor-checks.js";
+import { shimPath } from "../../sandbox/shim.js";
 import type { StoreProblem } from "../../sandbox/manage.js";
 import { EXIT_DOCTOR_FAILED, EXIT_OK } from "../exit-codes.js";
 import type { Command } from "commander";
@@ -99,6 +102,7 @@ export function runChecks(): Check[] {
     ...hostCgroupChecks(),
     stateDirCheck(cvisorHome()),
     helperCheck(helper, probed),
+    shimCheck(shimPath(), release()),
     credentialCheck(process.env, userHome()),
   ];
 }

@@ -1,0 +1,89 @@
+/* The guests' shim (src/shim/): the jump it writes (patch.h) lands where it says, it writes
+ * only over code it recognises, and, loaded into this process, it redirects libc's fstatat so
+ * that glibc's fstat ("" with AT_EMPTY_PATH) reaches the kernel with a NULL path, and answers
+ * as before.
+ *
+ * Output: one line per failure, then "shim: N passed, M failed". */
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "shim/patch.h"
+
+#ifndef CV_SHIM_SO
+#define CV_SHIM_SO "build/libcvisor-shim.so"
+#endif
+
+static int forty_two(void) { return 42; }
+
+static void test_jump(void) {
+    unsigned char *page = mmap(NULL, 4096, PROT_READ | PROT_WRITE | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (page == MAP_FAILED) {
+        failf("mmap: %s", strerror(errno));
+        return;
+    }
+    cv_shim_jump(page, (uintptr_t)forty_two);
+    int (*fn)(void) = (int (*)(void))(uintptr_t)page;
+    check(fn() == 42, "a call to the patched entry runs the target");
+    munmap(page, 4096);
+
+    const unsigned char code[] = {0x41, 0x89, 0xca, 0xb8, 0x06, 0x01, 0x00, 0x00, 0x0f, 0x05, 0x3d, 0x00, 0xf0};
+    check(cv_shim_matches(code, code, sizeof code), "the same bytes match");
+    unsigned char other[sizeof code];
+    memcpy(other, code, sizeof code);
+    other[4] = 0x4c; /* another syscall number */
+    check(!cv_shim_matches(other, code, sizeof code), "one byte off does not match");
+    check(!cv_shim_matches(code, code, CV_SHIM_JUMP_LEN - 1), "a pattern shorter than the jump never matches");
+    const unsigned char endbr[] = {0xf3, 0x0f, 0x1e, 0xfa, 0x41};
+    check(cv_shim_endbr(endbr) == 4 && cv_shim_endbr(code) == 0, "an endbr64 is stepped over, nothing else");
+}
+
+static void test_loaded(void) {
+    int fd = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
+    struct stat before, after, raw;
+    if (fd < 0 || fstat(fd, &before) < 0) {
+        failf("fstat before: %s", strerror(errno));
+        return;
+    }
+    void *libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
+    const unsigned char *fstatat_entry = libc ? dlsym(libc, "fstatat") : NULL;
+    check(fstatat_entry && fstatat_entry[0] != 0x48, "libc's fstatat starts unpatched");
+    void *shim = dlopen(CV_SHIM_SO, RTLD_NOW);
+    check(shim != NULL, "dlopen %s: %s", CV_SHIM_SO, shim ? "" : dlerror());
+    if (!shim || !fstatat_entry) return;
+    /* Linux 6.11+ only: the shim leaves libc alone where a NULL path is not an fstat. */
+    int null_ok = syscall(SYS_newfstatat, fd, NULL, &raw, AT_EMPTY_PATH) == 0;
+    if (null_ok) {
+        check(fstatat_entry[0] == 0x48 && fstatat_entry[1] == 0xb8 && fstatat_entry[10] == 0xff,
+              "libc's fstatat now jumps to the shim");
+        check(fstat(fd, &after) == 0 && after.st_ino == before.st_ino && after.st_size == before.st_size,
+              "fstat through the shim answers as before");
+        struct stat by_path;
+        check(fstatat(AT_FDCWD, "/proc/self/exe", &by_path, 0) == 0 && by_path.st_ino == before.st_ino,
+              "a stat by path goes through unchanged");
+        errno = 0;
+        check(fstat(-1, &after) < 0 && errno == EBADF, "errors come back in errno: %s", strerror(errno));
+        errno = 0;
+        check(fstatat(AT_FDCWD, "/nonexistent/x", &after, 0) < 0 && errno == ENOENT, "ENOENT by path");
+        check(syscall(SYS_newfstatat, fd, "", &raw, AT_EMPTY_PATH) == 0 && raw.st_ino == before.st_ino,
+              "syscall() through the shim");
+    } else {
+        check(fstatat_entry[0] != 0x48, "no NULL-path fstat here: libc left alone");
+    }
+    close(fd);
+}
+
+int main(void) {
+    test_jump();
+    test_loaded();
+    printf("shim: %lu passed, %lu failed\n", passed, failed);
+    return failed != 0;
+}

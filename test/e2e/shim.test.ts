@@ -1,0 +1,116 @@
+// The in-guest shim (native/src/shim/shim.c): glibc's fstat stays a native call in a sandbox,
+// a guest's own LD_PRELOAD still works, and guests the shim cannot reach (static binaries, a
+// cleared environment) behave the same, only with their fstat calls notified. The boundary
+// side (no stat of a hidden file through AT_EMPTY_PATH, with or without the shim) is in
+// boundary.test.ts.
+import assert from "node:assert/strict";
+import { copyFileSync, existsSync, mkdirSync } from "node:fs";
+import path from "node:path";
+import { probeArgs, prober, staticProber } from "../helpers/cc.js";
+import { gtest } from "../helpers/guard.js";
+import { cliBuilt, cvisor, repoRoot, show, type CliResult } from "../helpers/repo.js";
+
+const SHIM = path.join(repoRoot, "native", "build", "libcvisor-shim.so");
+const skip = cliBuilt() ? false : "the CLI is not built";
+
+/** The --json report's count of notified newfstatat + statx calls. */
+function statsNotified(r: CliResult): number {
+  const lines = r.err.split("\n").filter((l) => l !== "");
+  const report = JSON.parse(lines[lines.length - 1] ?? "{}") as {
+    notifications?: Record<string, number>;
+  };
+  const n = report.notifications ?? {};
+  return (n.newfstatat ?? 0) + (n.statx ?? 0);
+}
+
+const CALLS = 3000;
+// CPython's os.fstat is glibc's fstat; Node's fs.fstatSync is libuv's statx(fd, "", ...).
+const PYTHON = `import os\nfd = os.open("/etc/hostname", os.O_RDONLY)\nfor _ in range(${CALLS}): os.fstat(fd)\nprint("py", os.fstat(fd).st_size == os.stat("/etc/hostname").st_size)`;
+// Debian's own: a pyenv shim first in PATH would run a shell script and its tools first.
+const PYTHON3 = existsSync("/usr/bin/python3") ? "/usr/bin/python3" : "python3";
+const NODE = `const fs = require("fs"); const fd = fs.openSync("/etc/hostname", "r"); let st; for (let i = 0; i < ${CALLS}; i++) st = fs.fstatSync(fd); console.log("node", st.size === fs.statSync("/etc/hostname").size);`;
+
+for (const [name, argv] of [
+  ["python3", [PYTHON3, "-c", PYTHON]],
+  ["node", [process.execPath, "-e", NODE]],
+] as const) {
+  gtest(
+    `${name}: fstat of an fd stays native with the shim, and is answered either way`,
+    async () => {
+      const on = await cvisor(["--json"], argv);
+      assert.equal(on.code, 0, show(on));
+      assert.equal(on.out, name === "node" ? "node true\n" : "py True\n", show(on));
+      const off = await cvisor(["--json"], argv, { extraEnv: { CVISOR_SHIM: "off" } });
+      assert.equal(off.code, 0, show(off));
+      assert.equal(off.out, on.out, show(off));
+      // Without the shim each of the calls reaches the supervisor; with it, only the start-up's
+      // (the dynamic loader's own, before the shim is loaded, and the path lookups).
+      assert.ok(statsNotified(off) >= CALLS, `shim off: ${statsNotified(off)}\n${show(off)}`);
+      assert.ok(statsNotified(on) < CALLS / 10, `shim on: ${statsNotified(on)}\n${show(on)}`);
+    },
+    { skip, timeout: 120_000 },
+  );
+}
+
+gtest(
+  "the guest's own LD_PRELOAD comes after the shim and still loads",
+  async () => {
+    // libm is a real library that every glibc host has and nothing here needs.
+    const own = "/usr/lib/x86_64-linux-gnu/libm.so.6";
+    const r = await cvisor(
+      ["-e", `LD_PRELOAD=${own}`],
+      ["sh", "-c", 'echo "$LD_PRELOAD"; grep -c libm /proc/self/maps'],
+    );
+    assert.equal(r.code, 0, show(r));
+    const [preload, maps] = r.out.trim().split("\n");
+    assert.equal(preload, `${SHIM}:${own}`, show(r));
+    assert.ok(Number(maps) > 0, show(r));
+    assert.equal(r.err, "", show(r));
+    const off = await cvisor(["-e", `LD_PRELOAD=${own}`], ["sh", "-c", 'echo "$LD_PRELOAD"'], {
+      extraEnv: { CVISOR_SHIM: "off" },
+    });
+    assert.equal(off.out, `${own}\n`, show(off));
+  },
+  { skip },
+);
+
+gtest(
+  "guests without the shim (static, a cleared environment) get the same answers",
+  async () => {
+    const ops = probeArgs([
+      ["fstat-fd", "/etc/hostname"],
+      ["fstatat-empty-asm", "-"],
+    ]);
+    const want = ["OK size=", "OK cwd=yes"];
+    for (const argv of [
+      [prober(), ...ops],
+      [staticProber(), ...ops],
+      ["env", "-i", prober(), ...ops],
+    ]) {
+      const r = await cvisor(["-C", "/tmp"], argv);
+      assert.equal(r.code, 0, show(r));
+      const lines = r.out.trim().split("\n");
+      assert.match(lines[0] ?? "", /^OK size=\d+ same=yes$/, show(r));
+      assert.equal(lines[1], want[1], show(r));
+    }
+  },
+  { skip },
+);
+
+gtest(
+  "a shim the guest could not read is not preloaded (no loader error at each exec)",
+  async (fx) => {
+    // A copy of the shim under a hidden directory: the guest cannot open it.
+    const dir = path.join(fx.scratch, "secret");
+    mkdirSync(dir);
+    const copy = path.join(dir, "libcvisor-shim.so");
+    copyFileSync(SHIM, copy);
+    const r = await cvisor(["--hide", dir], ["sh", "-c", 'echo "[$LD_PRELOAD]"; true'], {
+      extraEnv: { CVISOR_SHIM: copy },
+    });
+    assert.equal(r.code, 0, show(r));
+    assert.equal(r.out, "[]\n", show(r));
+    assert.equal(r.err, "", show(r));
+  },
+  { skip },
+);
