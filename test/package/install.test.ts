@@ -163,6 +163,7 @@ test("the tarball holds the built CLI and library, the C sources and a prebuilt 
     "native/src/filter/table.c",
     "native/prebuilt/linux-x64/libcvisor.so",
     "native/prebuilt/linux-x64/cvisor-helper",
+    "native/prebuilt/linux-x64/libcvisor-shim.so",
     "scripts/install.mjs",
     "scripts/build-native.mjs",
   ]) {
@@ -198,6 +199,9 @@ gtest(
     const report = await doctor(env);
     assert.equal(report.ok, true, JSON.stringify(report.checks, null, 1));
     assert.match(helperDetail(report), /native\/prebuilt\/linux-x64\/cvisor-helper$/);
+    // And the guests' shim comes from it too (fstat native in guests).
+    const shim = report.checks.find((c) => c.id === "shim");
+    assert.match(shim?.detail ?? "", /native\/prebuilt\/linux-x64\/libcvisor-shim\.so$/);
 
     // All but the host name, which a sandbox has its own of.
     const native = spawnSync("uname", ["-srvmo"], { encoding: "utf8" });
