@@ -8,6 +8,7 @@
 
 #include "guest/guest.h"
 #include "overlay/vfs.h"
+#include "supervisor/answers.h"
 #include "supervisor/run.h"
 
 enum cv_reply_kind {
@@ -32,7 +33,20 @@ struct cv_notif {
      * that can act with that copy does, instead of a CONTINUE that lets the kernel read them
      * again (the guest may have changed them since). */
     int decided;
+    /* The handler said which name it makes (cv_notif_naming), or that it makes none: the answer
+     * table's records of missing names need not all go (handlers/dispatch.c). */
+    int names_told;
 };
+
+/* text, an absolute path, resolved to ENOENT: record that in the answer table when the first
+ * missing name on it lies in an existing directory reached without a symlink or "..", so that
+ * only a name made there (or a tree brought in) can change the answer. g: the table's
+ * generations before the resolution. */
+void cv_notif_missing(struct cv_notif *n, struct cv_ans_gens g, const char *text);
+
+/* A name is about to be made or removed at vpath (NULL: none will be), said before the change
+ * (supervisor/answers.h, cv_answers_named). */
+void cv_notif_naming(struct cv_notif *n, const char *vpath);
 
 /* Fill n for a notification just received. */
 void cv_notif_init(struct cv_notif *n, struct cv_run *r, const struct seccomp_notif *req);

@@ -87,6 +87,7 @@ static int prepare_new(struct cv_notif *n, int dirfd, uint64_t addr, struct cv_v
         *dir = cv_vnode_upper_parent(n->run, v);
         if (*dir < 0) e = *dir;
     }
+    if (e == 0) cv_notif_naming(n, v->vpath);
     if (e < 0) cv_vnode_release(v);
     return e;
 }
@@ -287,6 +288,7 @@ static struct cv_reply do_remove(struct cv_notif *n, int dirfd, uint64_t addr, i
         e = empty < 0 ? empty : empty ? 0 : -ENOTEMPTY;
     }
     if (e == 0) {
+        cv_notif_naming(n, v.vpath);
         cv_autoclose int dir = cv_vnode_upper_parent(r, &v);
         if (dir < 0) e = dir;
         /* The whiteout first: a crash after it leaves the name deleted, never half-removed. */

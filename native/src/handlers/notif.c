@@ -8,11 +8,13 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include "common/answers_fmt.h"
 #include "common/util.h"
 #include "overlay/alias.h"
 #include "overlay/layers.h"
 
 #include "handlers.h"
+#include "supervisor/answers.h"
 
 static int remembered_cwd(const struct cv_vctx *c, struct cv_lpath *out, int *fd) {
     return cv_cwd_override(c->run, c->guest, out, fd);
@@ -104,6 +106,33 @@ static void follow_copy_up(struct cv_notif *n, const struct stat *was, const cha
         if (pos > 0) lseek(u, pos, SEEK_SET);
         cv_guest_setfd(&n->g, u, gfds[i], guest_cloexec(n, gfds[i]));
     }
+}
+
+void cv_notif_missing(struct cv_notif *n, struct cv_ans_gens g, const char *text) {
+    size_t len = cv_ans_key_ok(text);
+    if (!len) return;
+    char p[CV_ANS_KEY_MAX + 1];
+    memcpy(p, text, len + 1);
+    for (;;) {
+        char *slash = strrchr(p, '/');
+        if (slash == p) break; /* "/" */
+        *slash = 0;
+        struct cv_vnode v;
+        int e = cv_vresolve(&n->ctx, AT_FDCWD, p, 0, &v);
+        if (e == -ENOENT) continue;
+        if (e < 0) return;
+        int missing = !v.exists, dir = S_ISDIR(v.st.st_mode) && !v.in_proc && !strcmp(p, v.vpath);
+        cv_vnode_release(&v);
+        if (missing) continue;
+        if (!dir) return;
+        break;
+    }
+    cv_answers_put(n->run, g, text, ENOENT, NULL, 0);
+}
+
+void cv_notif_naming(struct cv_notif *n, const char *vpath) {
+    cv_answers_named(n->run, vpath);
+    n->names_told = 1;
 }
 
 int cv_notif_copy_up(struct cv_notif *n, const struct cv_vnode *v, int with_data) {

@@ -8,7 +8,8 @@
  *  - everything else is opened by the supervisor and injected (ADDFD):
  *    upper files, new files (made in the upper), host files opened for writing
  *    (copied up first), merged directories (the upper twin: getdents merges);
- *  - anything in /proc goes to handlers/proc.c. */
+ *  - anything in /proc goes to handlers/proc.c;
+ *  - CV_ANS_MAGIC is the run's answer table, read-only (supervisor/answers.c). */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -18,12 +19,14 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "common/answers_fmt.h"
 #include "common/util.h"
 #include "overlay/alias.h"
 #include "handlers.h"
 #include "overlay/layers.h"
 #include "overlay/resolve.h"
 #include "overlay/vfs.h"
+#include "supervisor/answers.h"
 
 #ifndef O_TMPFILE
 #define O_TMPFILE (020000000 | O_DIRECTORY)
@@ -53,6 +56,7 @@ static struct cv_reply create(struct cv_notif *n, const struct cv_vnode *v, int 
     if (e < 0) return cv_err(-e);
     cv_autoclose int dir = cv_vnode_upper_parent(r, v);
     if (dir < 0) return cv_err(-dir);
+    cv_notif_naming(n, v->vpath);
     int base = (flags & ~(O_CREAT | O_EXCL | O_CLOEXEC)) | O_CLOEXEC | O_NOFOLLOW;
     int fd = openat(dir, v->name, base | O_CREAT | O_EXCL, 0600);
     if (fd >= 0) {
@@ -133,6 +137,11 @@ struct cv_reply cv_h_open(struct cv_notif *n) {
     char path[PATH_MAX];
     int r = cv_guest_path_owed(&n->g, path_addr, path, sizeof path); /* cv_vresolve settles */
     if (r < 0) return cv_err(-r);
+    if (!strcmp(path, CV_ANS_MAGIC)) { /* the shim asks for the answer table */
+        if (writes(flags) || (flags & (O_CREAT | O_PATH))) return cv_err(EACCES);
+        int fd = cv_answers_fd(n->run);
+        return fd < 0 ? cv_err(-fd) : inject_checked(n, fd, flags);
+    }
     return cv_open_path(n, dirfd, path, flags, mode);
 }
 
@@ -142,9 +151,12 @@ struct cv_reply cv_open_path(struct cv_notif *n, int dirfd, const char *path, in
     int w = writes(flags), creat = flags & O_CREAT, excl = creat && (flags & O_EXCL);
     int tmpfile = (flags & O_TMPFILE) == O_TMPFILE;
     int rflags = ((flags & O_NOFOLLOW) || excl ? 0 : CV_RES_FOLLOW) | (w || creat ? CV_RES_PARENT : 0);
+    struct cv_ans_gens gen = cv_answers_gens(n->run);
     struct cv_vnode v;
     r = cv_vresolve(&n->ctx, dirfd, path, rflags, &v);
+    if (r == -ENOENT && !creat) cv_notif_missing(n, gen, path); /* a name on the way is missing */
     if (r < 0) return cv_err(-r);
+    if (v.exists || !creat || v.in_proc) cv_notif_naming(n, NULL);
     struct cv_reply out;
     const struct stat *st = &v.st;
     if (creat && (flags & O_DIRECTORY) && !tmpfile) {
@@ -155,6 +167,8 @@ struct cv_reply cv_open_path(struct cv_notif *n, int dirfd, const char *path, in
         out = open_tmpfile(n, &v, flags, mode);
     } else if (!v.exists) {
         out = creat ? create(n, &v, flags, mode) : cv_err(ENOENT);
+        /* The shim may answer this open again (a missing name under the path the guest wrote). */
+        if (!creat && v.vpath && !strcmp(path, v.vpath)) cv_answers_put(n->run, gen, path, ENOENT, NULL, 0);
     } else if (excl) {
         out = cv_err(EEXIST);
     } else if (S_ISLNK(st->st_mode)) {

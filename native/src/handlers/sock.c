@@ -328,6 +328,7 @@ static struct cv_reply bind_path(struct cv_notif *n, int s, const struct sockadd
     } else {
         cv_autoclose int updir = cv_vnode_upper_parent(n->run, &v);
         cv_autoclose int dir = updir < 0 ? updir : bind_dirfd(n->run, updir);
+        cv_notif_naming(n, v.vpath);
         if (updir >= 0 && dir < 0) dir = -errno;
         struct sockaddr_un real = {.sun_family = AF_UNIX};
         int w = snprintf(real.sun_path, sizeof real.sun_path, "/proc/self/fd/%d/%s", dir, v.name);
@@ -393,10 +394,12 @@ static struct cv_reply do_bind(struct cv_notif *n) {
         const struct sockaddr_un *un = (const struct sockaddr_un *)&ss;
         if (ss.ss_family == AF_UNIX && len > offsetof(struct sockaddr_un, sun_path) && un->sun_path[0])
             return bind_path(n, s, un, len);
+        cv_notif_naming(n, NULL); /* an abstract name, or the kernel's autobind: none in the view */
         if (bind(s, (struct sockaddr *)&ss, len) < 0) return cv_err(errno);
         note_abstract(n->run, s); /* an abstract name, or the kernel's autobind */
         return cv_val(0);
     }
+    cv_notif_naming(n, NULL); /* other families name nothing in the view */
     if ((domain == AF_INET || domain == AF_INET6) && len >= 4) {
         /* The port sits at the same place in every address the kernel takes on an inet socket
          * (AF_INET, AF_INET6, and AF_UNSPEC, which it reads as AF_INET): decide by the socket. */

@@ -22,6 +22,7 @@
 #include "overlay/alias.h"
 #include "overlay/layers.h"
 #include "overlay/vfs.h"
+#include "supervisor/answers.h"
 
 #ifndef AT_EMPTY_PATH
 #define AT_EMPTY_PATH 0x1000
@@ -43,10 +44,13 @@ int cv_vnode_open(const struct cv_vnode *v, int flags) {
     return fd < 0 ? -errno : fd;
 }
 
-/* Resolve a path the guest gave (already read). For AT_EMPTY_PATH with "", the dirfd itself. */
-static int resolve_text(struct cv_notif *n, int dirfd, const char *path, int flags, int empty_ok, struct cv_vnode *v,
-                        int *fd_only) {
+/* Resolve a path the guest gave (already read). For AT_EMPTY_PATH with "", the dirfd itself.
+ * missing_self (may be NULL): set when the answer is ENOENT for a missing final in an existing
+ * directory, and path is that name's own symlink-free virtual path. */
+static int resolve_text_missing(struct cv_notif *n, int dirfd, const char *path, int flags, int empty_ok,
+                                struct cv_vnode *v, int *fd_only, int *missing_self) {
     *fd_only = 0;
+    if (missing_self) *missing_self = 0;
     if (!*path && empty_ok && dirfd != AT_FDCWD) {
         *fd_only = 1;
         return cv_guest_settle(&n->g);
@@ -58,10 +62,16 @@ static int resolve_text(struct cv_notif *n, int dirfd, const char *path, int fla
         return e;
     }
     if (!v->exists) {
+        if (missing_self) *missing_self = !v->in_proc && v->vpath && !strcmp(path, v->vpath);
         cv_vnode_release(v);
         return -ENOENT;
     }
     return 0;
+}
+
+static int resolve_text(struct cv_notif *n, int dirfd, const char *path, int flags, int empty_ok, struct cv_vnode *v,
+                        int *fd_only) {
+    return resolve_text_missing(n, dirfd, path, flags, empty_ok, v, fd_only, NULL);
 }
 
 /* Read and resolve the path argument of this call; null_ok: the stat family, where AT_EMPTY_PATH
@@ -162,10 +172,16 @@ static struct cv_reply do_readlink(struct cv_notif *n, int dirfd, uint64_t path,
     struct cv_reply relay;
     if (dirfd == AT_FDCWD && !strcmp(text, CV_RELAY_MAGIC) && cv_relay_request(n, text, buf, (size_t)size, &relay))
         return relay;
+    struct cv_ans_gens gen = cv_answers_gens(n->run);
     struct cv_vnode v;
-    int fd_only;
-    e = resolve_text(n, dirfd, text, 0, 1, &v, &fd_only);
+    int fd_only, missing;
+    e = resolve_text_missing(n, dirfd, text, 0, 1, &v, &fd_only, &missing);
+    if (e == -ENOENT && missing) cv_answers_put(n->run, gen, text, ENOENT, NULL, 0);
+    else if (e == -ENOENT && text[0] == '/') cv_notif_missing(n, gen, text); /* one on the way */
     if (e < 0) return cv_err(-e);
+    /* The guest's shim may serve this answer again: only under the path it wrote, and only when
+     * that is the link's own symlink-free path (no other path names it). */
+    int keep = !fd_only && !v.in_proc && v.exists && v.vpath && !strcmp(text, v.vpath);
     char target[PATH_MAX], mapped[PATH_MAX];
     cv_lpath_scoped struct cv_lpath cwd;
     cv_lpath_init(&cwd);
@@ -198,11 +214,13 @@ static struct cv_reply do_readlink(struct cv_notif *n, int dirfd, uint64_t path,
     } else {
         if (!S_ISLNK(v.st.st_mode)) {
             cv_vnode_release(&v);
+            if (keep) cv_answers_put(n->run, gen, text, EINVAL, NULL, 0);
             return cv_err(EINVAL);
         }
         len = cv_readlinkat(v.psrc, v.name, target, sizeof target);
         cv_vnode_release(&v);
         if (len < 0) return cv_err((int)-len);
+        if (keep) cv_answers_put(n->run, gen, text, 0, target, (size_t)len);
     }
     size_t out = (size_t)len < (size_t)size ? (size_t)len : (size_t)size;
     return reply_write(n, buf, target, out, (int64_t)out);

@@ -24,6 +24,7 @@
 #include "overlay/alias.h"
 #include "overlay/moved.h"
 #include "overlay/walkmemo.h"
+#include "supervisor/answers.h"
 
 static char *xstrdup(const char *s) { return s ? strdup(s) : NULL; }
 
@@ -547,6 +548,7 @@ static void run_destroy(struct cv_run *r) {
     }
     cv_lower_cache_free(r);
     cv_wmemo_free(r);
+    cv_answers_free(r);
     for (size_t i = 0; i < r->ncwd; i++) {
         free(r->cwds[i].vpath);
         if (r->cwds[i].fd >= 0) close(r->cwds[i].fd);

@@ -99,6 +99,7 @@ struct cv_run {
     int nlower;
     struct cv_lcache *lcache;   /* their directory listings (overlay/lowers.c) */
     struct cv_wmemo *wmemo;     /* directories the walk found in them (overlay/walkmemo.c) */
+    struct cv_answers *answers; /* answers the guests' shim serves again (supervisor/answers.c) */
     int stdio[3];
     dev_t stdio_rdev[3]; /* terminal devices among the stdio fds (0: none) */
     int network;              /* enum cv_network */

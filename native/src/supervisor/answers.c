@@ -1,0 +1,151 @@
+/* The run's answer table (common/answers_fmt.h, supervisor/answers.h). The receiver thread
+ * writes it; a mutex keeps a handler on another thread from writing the same slot. */
+#include "supervisor/answers.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/answers_fmt.h"
+#include "common/util.h"
+#include "handlers/handlers.h"
+
+struct cv_answers {
+    pthread_mutex_t lock;
+    int fd; /* the memfd, read-write: the guests get read-only opens of it */
+    struct cv_ans_head *head;
+    unsigned turn; /* the way a full set gives up next */
+};
+
+static pthread_mutex_t make_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static uint64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* An embedder's hook or a trace must see every call the shim could serve. */
+static int wanted(const struct cv_run *r) {
+    static const int served[] = {__NR_readlink, __NR_readlinkat, __NR_open, __NR_openat};
+    for (size_t i = 0; i < sizeof served / sizeof *served; i++)
+        if (cv_hook_wants(r, served[i])) return 0;
+    return 1;
+}
+
+static struct cv_answers *table(struct cv_run *r, int make) {
+    struct cv_answers *a = __atomic_load_n(&r->answers, __ATOMIC_ACQUIRE);
+    if (a || !make || !wanted(r)) return a;
+    pthread_mutex_lock(&make_lock);
+    a = r->answers;
+    if (!a && (a = calloc(1, sizeof *a))) {
+        pthread_mutex_init(&a->lock, NULL);
+        a->fd = memfd_create("cvisor-answers", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+        void *m = MAP_FAILED;
+        if (a->fd >= 0 && ftruncate(a->fd, (off_t)CV_ANS_BYTES) == 0)
+            m = mmap(NULL, CV_ANS_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, a->fd, 0);
+        /* Our mapping stays writable; no other can be made (a guest's reopen included). */
+        if (m == MAP_FAILED ||
+            fcntl(a->fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_FUTURE_WRITE | F_SEAL_SEAL) < 0) {
+            if (m != MAP_FAILED) munmap(m, CV_ANS_BYTES);
+            if (a->fd >= 0) close(a->fd);
+            pthread_mutex_destroy(&a->lock);
+            free(a);
+            a = NULL;
+        } else {
+            a->head = m;
+            *a->head = (struct cv_ans_head){.stamp = CV_ANS_STAMP,
+                                            .sets = CV_ANS_SETS,
+                                            .ways = CV_ANS_WAYS,
+                                            .slot_size = sizeof(struct cv_ans_slot),
+                                            .key_max = CV_ANS_KEY_MAX,
+                                            .gone_gen = 1,
+                                            .made_gen = 1,
+                                            .ttl_ns = CV_ANS_TTL_NS};
+            __atomic_store_n(&r->answers, a, __ATOMIC_RELEASE);
+        }
+    }
+    pthread_mutex_unlock(&make_lock);
+    return a;
+}
+
+int cv_answers_fd(struct cv_run *r) {
+    struct cv_answers *a = table(r, 1);
+    if (!a) return -ENOENT;
+    char self[64];
+    snprintf(self, sizeof self, "/proc/self/fd/%d", a->fd);
+    int fd = open(self, O_RDONLY | O_CLOEXEC);
+    return fd < 0 ? -errno : fd;
+}
+
+struct cv_ans_gens cv_answers_gens(struct cv_run *r) {
+    struct cv_answers *a = table(r, 0);
+    if (!a) return (struct cv_ans_gens){0, 0};
+    return (struct cv_ans_gens){__atomic_load_n(&a->head->gone_gen, __ATOMIC_ACQUIRE),
+                                __atomic_load_n(&a->head->made_gen, __ATOMIC_ACQUIRE)};
+}
+
+void cv_answers_put(struct cv_run *r, struct cv_ans_gens g, const char *key, int err, const char *target, size_t len) {
+    struct cv_answers *a = table(r, 0);
+    uint64_t gen = err == ENOENT ? g.made : g.gone;
+    uint32_t klen = a && gen ? cv_ans_key_ok(key) : 0;
+    if (!klen || len > CV_ANS_VAL_MAX) return;
+    uint32_t hash = cv_ans_hash(key, klen);
+    pthread_mutex_lock(&a->lock);
+    struct cv_ans_slot *set = cv_ans_set(a->head, hash), *s = NULL;
+    for (uint32_t w = 0; w < CV_ANS_WAYS && !s; w++)
+        if (set[w].hash == hash && set[w].klen == klen && !memcmp(set[w].key, key, klen)) s = &set[w];
+    if (!s) s = &set[a->turn++ % CV_ANS_WAYS];
+    uint32_t seq = __atomic_load_n(&s->seq, __ATOMIC_RELAXED);
+    __atomic_store_n(&s->seq, seq + 1, __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+    s->hash = hash, s->gen = gen, s->born = now_ns(), s->err = err;
+    s->klen = (uint16_t)klen, s->vlen = (uint16_t)(err ? 0 : len);
+    memcpy(s->key, key, klen);
+    if (!err) memcpy(s->val, target, len);
+    __atomic_store_n(&s->seq, seq + 2, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&a->lock);
+}
+
+void cv_answers_named(struct cv_run *r, const char *vpath) {
+    struct cv_answers *a = table(r, 0);
+    uint32_t klen = a && vpath ? cv_ans_key_ok(vpath) : 0;
+    if (!klen) return;
+    uint32_t hash = cv_ans_hash(vpath, klen);
+    pthread_mutex_lock(&a->lock);
+    struct cv_ans_slot *s = cv_ans_set(a->head, hash);
+    for (uint32_t w = 0; w < CV_ANS_WAYS; w++, s++) {
+        if (s->hash != hash || s->klen != klen || memcmp(s->key, vpath, klen)) continue;
+        uint32_t seq = __atomic_load_n(&s->seq, __ATOMIC_RELAXED);
+        __atomic_store_n(&s->seq, seq + 1, __ATOMIC_RELAXED);
+        __atomic_thread_fence(__ATOMIC_RELEASE);
+        s->gen = 0; /* no generation is 0 */
+        __atomic_store_n(&s->seq, seq + 2, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&a->lock);
+}
+
+void cv_answers_changing(struct cv_run *r, int what) {
+    struct cv_answers *a = table(r, 0);
+    if (!a) return;
+    if (what & CV_ANS_GONE) __atomic_fetch_add(&a->head->gone_gen, 1, __ATOMIC_SEQ_CST);
+    if (what & CV_ANS_MADE) __atomic_fetch_add(&a->head->made_gen, 1, __ATOMIC_SEQ_CST);
+}
+
+void cv_answers_free(struct cv_run *r) {
+    struct cv_answers *a = r->answers;
+    if (!a) return;
+    munmap(a->head, CV_ANS_BYTES);
+    close(a->fd);
+    pthread_mutex_destroy(&a->lock);
+    free(a);
+    r->answers = NULL;
+}

@@ -1,0 +1,41 @@
+/* The run's answer table (common/answers_fmt.h): made on a guest's first ask, written by the
+ * supervisor as it answers (on the receiver thread: the only one that answers the calls it
+ * records or that change names), and moved to a new generation by every change that could make
+ * a record wrong. */
+#ifndef CV_SUPERVISOR_ANSWERS_H
+#define CV_SUPERVISOR_ANSWERS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "supervisor/run.h"
+
+/* A read-only fd of the table for a guest (made on first use), or -errno: -ENOENT when the run
+ * keeps none (an embedder's hook or a trace watches a call the shim serves: each must reach it). */
+int cv_answers_fd(struct cv_run *r);
+
+/* The generations to record an answer with: read them before computing the answer, so that a
+ * change made meanwhile leaves the record stale. */
+struct cv_ans_gens {
+    uint64_t gone, made;
+};
+struct cv_ans_gens cv_answers_gens(struct cv_run *r);
+
+/* Record an answer for the virtual path key: a readlink target (len bytes) when err is 0, else
+ * err (EINVAL: not a link; ENOENT: no such name, for readlink and open alike). Nothing when the
+ * run keeps no table or key or target do not fit. */
+void cv_answers_put(struct cv_run *r, struct cv_ans_gens g, const char *key, int err, const char *target, size_t len);
+
+/* A name is about to be made (a file or an empty directory) or removed (a file, an empty
+ * directory) at vpath: its record, if any, goes. The records below it stay true: nothing
+ * exists below such a name, before or after. */
+void cv_answers_named(struct cv_run *r, const char *vpath);
+
+/* What a call is about to change: names may go (unlink, rmdir, rename: records of existing names
+ * go stale) or be made (ENOENT records go stale). Call it before the change. */
+enum { CV_ANS_GONE = 1, CV_ANS_MADE = 2, CV_ANS_TREE = 4 /* (dispatch.c) names below it too */ };
+void cv_answers_changing(struct cv_run *r, int what);
+
+void cv_answers_free(struct cv_run *r);
+
+#endif

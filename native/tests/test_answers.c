@@ -1,0 +1,193 @@
+/* The answer table (common/answers_fmt.h, supervisor/answers.c): what the supervisor records a
+ * guest reads back through a read-only mapping, only while it is good (its generation, its
+ * age, its whole key), a slot being written reads as a miss, and no guest can write it.
+ *
+ * Output: one line per failure, then "answers: N passed, M failed". */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "common/answers_fmt.h"
+#include "supervisor/answers.h"
+#include "supervisor/run.h"
+
+static uint64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void test_keys(void) {
+    check(cv_ans_key_ok("/") == 1, "/ is a key");
+    check(cv_ans_key_ok("/usr/lib") == 8, "a plain absolute path is a key");
+    check(cv_ans_key_ok("/a/..b/.c") == 9, "names that start with dots are names");
+    const char *bad[] = {"", "usr", "./usr", "/usr/", "//usr", "/usr//lib", "/usr/.", "/usr/./lib", "/usr/..",
+                         "/usr/../etc"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+        check(!cv_ans_key_ok(bad[i]), "\"%s\" is not a key (it may name something else)", bad[i]);
+    char longp[CV_ANS_KEY_MAX + 2];
+    memset(longp, 'a', sizeof longp - 1);
+    longp[0] = '/', longp[sizeof longp - 1] = 0;
+    check(!cv_ans_key_ok(longp), "a key longer than a slot holds is refused");
+    longp[CV_ANS_KEY_MAX] = 0;
+    check(cv_ans_key_ok(longp) == CV_ANS_KEY_MAX, "the longest key fits");
+}
+
+static int get(const struct cv_ans_head *t, const char *key, uint64_t now, int32_t *err, char *val) {
+    uint32_t vlen = 0;
+    int hit = cv_ans_get(t, key, (uint32_t)strlen(key), now, err, val, &vlen);
+    if (hit) val[vlen] = 0;
+    return hit;
+}
+
+static void test_table(void) {
+    struct cv_run *r = cv_run_new("/bin/true");
+    cv_answers_put(r, cv_answers_gens(r), "/lib", 0, "usr/lib", 7);
+    check(cv_answers_gens(r).gone == 0, "no table until a guest asks for one");
+    int fd = cv_answers_fd(r);
+    check(fd >= 0, "a guest's fd of the table: %d", fd);
+    if (fd < 0) {
+        cv_run_free(r);
+        return;
+    }
+    const struct cv_ans_head *t = mmap(NULL, CV_ANS_BYTES, PROT_READ, MAP_SHARED, fd, 0);
+    check(t != MAP_FAILED, "it maps read-only");
+    if (t == MAP_FAILED) {
+        close(fd);
+        cv_run_free(r);
+        return;
+    }
+    check(t->stamp == CV_ANS_STAMP && t->sets == CV_ANS_SETS && t->slot_size == sizeof(struct cv_ans_slot),
+          "its head says its shape");
+
+    /* What no guest may do with it. */
+    check(write(fd, "x", 1) < 0 && errno == EBADF, "its fd is read-only");
+    check(mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) == MAP_FAILED, "no writable mapping of it");
+    check(mprotect((void *)(uintptr_t)t, 4096, PROT_READ | PROT_WRITE) < 0, "its mapping cannot be made writable");
+    char self[64];
+    snprintf(self, sizeof self, "/proc/self/fd/%d", fd);
+    int rw = open(self, O_RDWR);
+    check(rw < 0 || (write(rw, "x", 1) < 0 && errno == EPERM), "reopened for writing, it still refuses writes");
+    if (rw >= 0) {
+        check(mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, rw, 0) == MAP_FAILED,
+              "reopened for writing, no writable mapping");
+        check(ftruncate(rw, 0) < 0, "reopened for writing, it cannot be cut");
+        check(fallocate(rw, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, 4096) < 0, "or holed");
+        close(rw);
+    }
+
+    int32_t err;
+    char val[CV_ANS_VAL_MAX + 1];
+    struct cv_ans_gens gen = cv_answers_gens(r);
+    cv_answers_put(r, gen, "/lib", 0, "usr/lib", 7);
+    cv_answers_put(r, gen, "/usr", EINVAL, NULL, 0);
+    cv_answers_put(r, gen, "/usr/none", ENOENT, NULL, 0);
+    check(get(t, "/lib", now_ns(), &err, val) && err == 0 && !strcmp(val, "usr/lib"), "a link's target reads back");
+    check(get(t, "/usr", now_ns(), &err, val) && err == EINVAL, "not a link reads back");
+    check(get(t, "/usr/none", now_ns(), &err, val) && err == ENOENT, "a missing name reads back");
+    check(!get(t, "/li", now_ns(), &err, val) && !get(t, "/lib64", now_ns(), &err, val), "only the whole key");
+    check(!get(t, "/lib", now_ns() + CV_ANS_TTL_NS, &err, val), "an old record is not served");
+    check(!get(t, "/lib", 1, &err, val), "nor one from the future");
+
+    cv_answers_put(r, gen, "/usr/none2", ENOENT, NULL, 0);
+    cv_answers_named(r, "/usr/none2");
+    check(!get(t, "/usr/none2", now_ns(), &err, val), "the name about to be made is no longer missing");
+    check(get(t, "/usr/none", now_ns(), &err, val) && get(t, "/lib", now_ns(), &err, val),
+          "no other name's record goes");
+    cv_answers_changing(r, CV_ANS_MADE);
+    check(!get(t, "/usr/none", now_ns(), &err, val), "names made anywhere end the missing names' records");
+    check(get(t, "/lib", now_ns(), &err, val) && get(t, "/usr", now_ns(), &err, val), "and no other");
+    cv_answers_put(r, cv_answers_gens(r), "/usr/none", ENOENT, NULL, 0);
+    cv_answers_changing(r, CV_ANS_GONE);
+    check(!get(t, "/lib", now_ns(), &err, val) && !get(t, "/usr", now_ns(), &err, val),
+          "a name gone ends every existing name's record");
+    check(get(t, "/usr/none", now_ns(), &err, val), "and no missing one's");
+    cv_answers_put(r, gen, "/lib", 0, "usr/lib", 7);
+    check(!get(t, "/lib", now_ns(), &err, val), "an answer computed before a change is born stale");
+    cv_answers_put(r, cv_answers_gens(r), "/lib", 0, "usr/lib64", 9);
+    check(get(t, "/lib", now_ns(), &err, val) && !strcmp(val, "usr/lib64"), "one computed after it is served");
+
+    /* A full set gives a way up; every key still answers right or not at all. */
+    char keys[CV_ANS_WAYS * 3][32];
+    uint32_t want = cv_ans_hash("/lib", 4) & (CV_ANS_SETS - 1);
+    size_t nk = 0;
+    for (unsigned i = 0; nk < sizeof keys / sizeof *keys; i++) {
+        char k[32];
+        snprintf(k, sizeof k, "/k%u", i);
+        if ((cv_ans_hash(k, (uint32_t)strlen(k)) & (CV_ANS_SETS - 1)) != want) continue;
+        memcpy(keys[nk++], k, sizeof k);
+        cv_answers_put(r, cv_answers_gens(r), k, 0, k + 1, strlen(k) - 1);
+    }
+    int wrong = 0, hits = 0;
+    for (size_t i = 0; i < nk; i++)
+        if (get(t, keys[i], now_ns(), &err, val)) hits++, wrong += err || strcmp(val, keys[i] + 1);
+    check(!wrong && hits == CV_ANS_WAYS, "a set holds its last %u keys, right (%d hits, %d wrong)", CV_ANS_WAYS, hits,
+          wrong);
+
+    cv_answers_put(r, cv_answers_gens(r), "/x/../y", 0, "z", 1);
+    check(!get(t, "/x/../y", now_ns(), &err, val), "a path that is not a key is not recorded");
+    char big[CV_ANS_VAL_MAX + 2];
+    memset(big, 'v', sizeof big);
+    cv_answers_put(r, cv_answers_gens(r), "/big", 0, big, sizeof big);
+    check(!get(t, "/big", now_ns(), &err, val), "a target longer than a slot holds is not recorded");
+
+    munmap((void *)(uintptr_t)t, CV_ANS_BYTES);
+    close(fd);
+    cv_run_free(r);
+}
+
+/* The same reader over a private copy whose slot is half written. */
+static void test_torn(void) {
+    size_t size = CV_ANS_BYTES;
+    struct cv_ans_head *t = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (t == MAP_FAILED) {
+        failf("mmap: %s", strerror(errno));
+        return;
+    }
+    t->gone_gen = 7;
+    uint32_t h = cv_ans_hash("/a", 2);
+    struct cv_ans_slot *s = cv_ans_set(t, h);
+    *s = (struct cv_ans_slot){.seq = 2, .hash = h, .gen = 7, .born = now_ns(), .err = 0, .klen = 2, .vlen = 1};
+    memcpy(s->key, "/a", 2);
+    s->val[0] = 'b';
+    int32_t err;
+    char val[CV_ANS_VAL_MAX + 1];
+    check(get(t, "/a", now_ns(), &err, val) && !strcmp(val, "b"), "a whole slot reads");
+    s->seq = 3;
+    check(!get(t, "/a", now_ns(), &err, val), "a slot being written does not");
+    s->seq = 4, s->vlen = CV_ANS_VAL_MAX + 1;
+    check(!get(t, "/a", now_ns(), &err, val), "a forged length does not");
+    munmap(t, size);
+}
+
+static void test_watched(void) {
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
+        failf("socketpair: %s", strerror(errno));
+        return;
+    }
+    const int32_t nrs[] = {SYS_openat};
+    struct cv_run *r = cv_run_new("/bin/true");
+    check(cv_run_set_hook(r, nrs, 1, sv[0]) == 0, "a hook on openat");
+    int fd = cv_answers_fd(r);
+    check(fd == -ENOENT, "a run whose hook watches a call the shim serves keeps no table (%d)", fd);
+    if (fd >= 0) close(fd);
+    cv_run_free(r);
+    close(sv[1]);
+}
+
+int main(void) {
+    test_keys();
+    test_table();
+    test_torn();
+    test_watched();
+    printf("answers: %lu passed, %lu failed\n", passed, failed);
+    return failed != 0;
+}
