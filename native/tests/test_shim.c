@@ -7,6 +7,8 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -46,6 +48,24 @@ static void test_jump(void) {
     check(cv_shim_endbr(endbr) == 4 && cv_shim_endbr(code) == 0, "an endbr64 is stepped over, nothing else");
 }
 
+/* A trampoline runs the instructions it was given, then continues where it was told. */
+static long add_rest(long a, long b) { return a + b; }
+
+static void test_tramp(void) {
+    unsigned char *page = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (page == MAP_FAILED) {
+        failf("mmap: %s", strerror(errno));
+        return;
+    }
+    /* lea 0x29(%rdi),%rdi (adds 41 to the first argument); then add_rest adds the second. */
+    const unsigned char code[] = {0x48, 0x8d, 0x7f, 0x29};
+    cv_shim_tramp(page, code, sizeof code, (uintptr_t)add_rest);
+    check(mprotect(page, 4096, PROT_READ | PROT_EXEC) == 0, "mprotect");
+    long (*fn)(long, long) = (long (*)(long, long))(uintptr_t)page;
+    check(fn(1, 0) == 42 && fn(0, 1) == 42, "the copied instructions run, then the rest");
+    munmap(page, 4096);
+}
+
 static void test_loaded(void) {
     int fd = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
     struct stat before, after, raw;
@@ -75,6 +95,36 @@ static void test_loaded(void) {
         check(fstatat(AT_FDCWD, "/nonexistent/x", &after, 0) < 0 && errno == ENOENT, "ENOENT by path");
         check(syscall(SYS_newfstatat, fd, "", &raw, AT_EMPTY_PATH) == 0 && raw.st_ino == before.st_ino,
               "syscall() through the shim");
+        /* open and openat now enter the shim and, with no answer table here, run libc's own
+         * code through their trampolines. */
+        const unsigned char *open_entry = dlsym(libc, "open");
+        check(open_entry && open_entry[0] == 0x48 && open_entry[1] == 0xb8, "libc's open now jumps to the shim");
+        int o = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
+        struct stat ost;
+        check(o >= 0 && fstat(o, &ost) == 0 && ost.st_ino == before.st_ino, "open through the trampoline");
+        if (o >= 0) close(o);
+        o = openat(AT_FDCWD, "/proc/self/exe", O_RDONLY | O_CLOEXEC);
+        check(o >= 0, "openat through the trampoline");
+        if (o >= 0) close(o);
+        errno = 0;
+        check(open("/nonexistent/x", O_RDONLY) < 0 && errno == ENOENT, "its errors in errno");
+        char tmpl[] = "/tmp/cvisor-shim-XXXXXX";
+        check(mkdtemp(tmpl) != NULL, "mkdtemp");
+        char made[64];
+        snprintf(made, sizeof made, "%s/f", tmpl);
+        o = open(made, O_WRONLY | O_CREAT | O_EXCL, 0640);
+        struct stat mst;
+        check(o >= 0 && fstat(o, &mst) == 0 && (mst.st_mode & 0777) == (0640 & ~umask(022)),
+              "O_CREAT with its mode (the variadic argument) through the trampoline");
+        umask(022);
+        if (o >= 0) close(o);
+        unlink(made);
+        rmdir(tmpl);
+        char link[PATH_MAX];
+        ssize_t n = readlink("/proc/self/exe", link, sizeof link);
+        check(n > 0, "readlink through the shim");
+        errno = 0;
+        check(readlink("/proc/self/exe/x", link, sizeof link) < 0 && errno == ENOTDIR, "readlink's errors");
     } else {
         check(fstatat_entry[0] != 0x48, "no NULL-path fstat here: libc left alone");
     }
@@ -83,6 +133,7 @@ static void test_loaded(void) {
 
 int main(void) {
     test_jump();
+    test_tramp();
     test_loaded();
     printf("shim: %lu passed, %lu failed\n", passed, failed);
     return failed != 0;

@@ -28,4 +28,15 @@ static inline void cv_shim_jump(unsigned char out[CV_SHIM_JUMP_LEN], uintptr_t t
     out[10] = 0xff, out[11] = 0xe0; /* jmp *%rax */
 }
 
+/* A trampoline, for an entry whose own code must still run: the len bytes the jump replaced
+ * (whole instructions that do not depend on where they run: the caller checked them all), then
+ * jmp *0(%rip) to the instruction after them. out holds len + CV_SHIM_BACK_LEN bytes. */
+#define CV_SHIM_BACK_LEN 14
+static inline void cv_shim_tramp(unsigned char *out, const unsigned char *code, size_t len, uintptr_t back) {
+    for (size_t i = 0; i < len; i++) out[i] = code[i];
+    out[len] = 0xff, out[len + 1] = 0x25; /* jmp *0(%rip) */
+    for (int i = 0; i < 4; i++) out[len + 2 + i] = 0;
+    for (int i = 0; i < 8; i++) out[len + 6 + i] = (unsigned char)(back >> (8 * i));
+}
+
 #endif

@@ -9,9 +9,14 @@
  * fstat stays a native call. It redirects their entry to its own code: an LD_PRELOAD symbol
  * would miss glibc's calls from inside itself (fdopendir, stdio, setlocale: most of them).
  *
- * Nothing here is trusted. The filter decides; a guest without the shim, or one that undoes
- * it, only makes its own fstat calls slower. Whatever the shim does not recognise (another C
- * library, other code at those entries, a kernel without NULL paths) it leaves alone. */
+ * It also answers readlink, and opens of names that do not exist, from the run's answer table
+ * (common/answers_fmt.h) when the supervisor answered the same path before: glibc's realpath
+ * and a compiler's search of its include directories then cost no notification.
+ *
+ * Nothing here is trusted. The filter decides, and the table holds only what the supervisor
+ * told this run's guests; a guest without the shim, or one that undoes it, only makes its own
+ * calls slower. Whatever the shim does not recognise (another C library, other code at those
+ * entries, a kernel without NULL paths) it leaves alone. */
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -21,8 +26,10 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "common/answers_fmt.h"
 #include "shim/patch.h"
 
 static long raw6(long nr, long a, long b, long c, long d, long e, long f) {
@@ -64,6 +71,107 @@ static long shim_syscall(long nr, long a, long b, long c, long d, long e, long f
     return set_errno(raw6(nr, a, b, c, d, e, f));
 }
 
+/* ---------- answers the supervisor gave before (common/answers_fmt.h) ---------- */
+
+static int (*vdso_clock_gettime)(clockid_t, struct timespec *);
+
+static uint64_t now_ns(void) {
+    struct timespec ts;
+    if (!vdso_clock_gettime || vdso_clock_gettime(CLOCK_MONOTONIC, &ts) < 0)
+        raw6(SYS_clock_gettime, CLOCK_MONOTONIC, (long)&ts, 0, 0, 0, 0);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+#define NO_TABLE ((const struct cv_ans_head *)1)
+static const struct cv_ans_head *answers; /* NULL: not asked yet */
+
+/* The run's table, mapped read-only on the first call that could use it (a notified open:
+ * processes that never ask pay nothing), or NULL. */
+static const struct cv_ans_head *table(void) {
+    const struct cv_ans_head *t = __atomic_load_n(&answers, __ATOMIC_ACQUIRE);
+    if (t) return t == NO_TABLE ? NULL : t;
+    t = NO_TABLE;
+    long fd = raw6(SYS_openat, AT_FDCWD, (long)CV_ANS_MAGIC, O_RDONLY | O_CLOEXEC, 0, 0, 0);
+    struct stat st;
+    if (fd >= 0 && raw6(SYS_newfstatat, fd, 0, (long)&st, AT_EMPTY_PATH, 0, 0) == 0 &&
+        (uint64_t)st.st_size >= CV_ANS_BYTES) {
+        long m = raw6(SYS_mmap, 0, (long)CV_ANS_BYTES, PROT_READ, MAP_SHARED, fd, 0);
+        const struct cv_ans_head *h = (const void *)m;
+        int mapped = !(m < 0 && m > -4096);
+        if (mapped && h->stamp == CV_ANS_STAMP && h->sets == CV_ANS_SETS && h->ways == CV_ANS_WAYS &&
+            h->slot_size == sizeof(struct cv_ans_slot) && h->key_max == CV_ANS_KEY_MAX)
+            t = h;
+        else if (mapped)
+            raw6(SYS_munmap, m, (long)CV_ANS_BYTES, 0, 0, 0, 0);
+    }
+    if (fd >= 0) raw6(SYS_close, fd, 0, 0, 0, 0, 0);
+    const struct cv_ans_head *none = NULL;
+    if (!__atomic_compare_exchange_n(&answers, &none, t, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+        if (t != NO_TABLE) raw6(SYS_munmap, (long)t, (long)CV_ANS_BYTES, 0, 0, 0, 0); /* another thread's won */
+        t = none;
+    }
+    return t == NO_TABLE ? NULL : t;
+}
+
+/* readlink's answer from the table: 1 and *out (errno set when -1), or 0 to ask the kernel.
+ * A size the kernel refuses (0, or over INT_MAX) is its to refuse. */
+static int served_readlink(const char *path, char *buf, size_t size, long *out) {
+    if (!path || !size || size > 0x7fffffff || path[0] != '/') return 0;
+    uint32_t len = cv_ans_key_ok(path);
+    const struct cv_ans_head *t = len ? table() : NULL;
+    char val[CV_ANS_VAL_MAX + 1];
+    int32_t err;
+    uint32_t vlen;
+    if (!t || !cv_ans_get(t, path, len, now_ns(), &err, val, &vlen)) return 0;
+    if (err) {
+        errno = err;
+        *out = -1;
+        return 1;
+    }
+    size_t n = vlen < size ? vlen : size;
+    for (size_t i = 0; i < n; i++) buf[i] = val[i];
+    *out = (long)n;
+    return 1;
+}
+
+static long shim_readlink(const char *path, char *buf, size_t size) {
+    long r;
+    if (served_readlink(path, buf, size, &r)) return r;
+    return set_errno(raw6(SYS_readlink, (long)path, (long)buf, (long)size, 0, 0, 0));
+}
+
+/* An absolute path names the same file whatever fd comes with it. */
+static long shim_readlinkat(int fd, const char *path, char *buf, size_t size) {
+    long r;
+    if (served_readlink(path, buf, size, &r)) return r;
+    return set_errno(raw6(SYS_readlinkat, fd, (long)path, (long)buf, (long)size, 0, 0));
+}
+
+/* An open the table says fails with ENOENT: 1 (errno set). Not one that may create. */
+static int served_missing(const char *path, int flags) {
+    if (!path || path[0] != '/' || (flags & (O_CREAT | __O_TMPFILE))) return 0;
+    uint32_t len = cv_ans_key_ok(path);
+    const struct cv_ans_head *t = len ? table() : NULL;
+    char val[CV_ANS_VAL_MAX + 1];
+    int32_t err;
+    uint32_t vlen;
+    if (!t || !cv_ans_get(t, path, len, now_ns(), &err, val, &vlen) || err != ENOENT) return 0;
+    errno = ENOENT;
+    return 1;
+}
+
+/* libc's own open and openat (cancellation points and all), through their trampolines. */
+static int (*libc_open)(const char *, int, ...);
+static int (*libc_openat)(int, const char *, int, ...);
+
+static int shim_open(const char *path, int flags, mode_t mode) {
+    return served_missing(path, flags) ? -1 : libc_open(path, flags, mode);
+}
+
+static int shim_openat(int fd, const char *path, int flags, mode_t mode) {
+    return served_missing(path, flags) ? -1 : libc_openat(fd, path, flags, mode);
+}
+
 /* The entries as glibc 2.33+ has them on x86-64: the instructions up to and including the
  * syscall and the test of its result, which the jump to ours overwrites. */
 static const unsigned char FSTATAT[] = {0x41, 0x89, 0xca,                   /* mov %ecx,%r10d */
@@ -79,10 +187,31 @@ static const unsigned char SYSCALL[] = {0x48, 0x89, 0xf8, 0x48, 0x89, 0xf7, 0x48
                                         0x4c, 0x8b, 0x4c, 0x24, 0x08,                         /* f */
                                         0x0f, 0x05};                                          /* syscall */
 
+static const unsigned char READLINK[] = {0xb8, 0x59, 0x00, 0x00, 0x00,             /* mov $SYS_readlink,%eax */
+                                         0x0f, 0x05,                               /* syscall */
+                                         0x48, 0x3d, 0x01, 0xf0, 0xff, 0xff};      /* cmp $-4095,%rax */
+static const unsigned char READLINKAT[] = {0x49, 0x89, 0xca,                      /* mov %rcx,%r10 */
+                                           0xb8, 0x0b, 0x01, 0x00, 0x00,          /* mov $SYS_readlinkat,%eax */
+                                           0x0f, 0x05,                            /* syscall */
+                                           0x48, 0x3d, 0x01, 0xf0, 0xff, 0xff};   /* cmp $-4095,%rax */
+
+/* open and openat begin with their frame's set-up: whole instructions, none relative to where
+ * it runs, so a trampoline can run them and jump back to the rest. */
+static const unsigned char OPEN[] = {0x55,                   /* push %rbp */
+                                     0x41, 0x89, 0xf2,       /* mov %esi,%r10d */
+                                     0x48, 0x89, 0xfd,       /* mov %rdi,%rbp */
+                                     0x53,                   /* push %rbx */
+                                     0x89, 0xf3,             /* mov %esi,%ebx */
+                                     0x48, 0x83, 0xec, 0x68}; /* sub $0x68,%rsp */
+static const unsigned char OPENAT[] = {0x48, 0x83, 0xec, 0x78,                               /* sub $0x78,%rsp */
+                                       0x48, 0x89, 0x4c, 0x24, 0x58,                         /* mov %rcx,0x58(%rsp) */
+                                       0x64, 0x48, 0x8b, 0x04, 0x25, 0x28, 0x00, 0x00, 0x00}; /* mov %fs:0x28,%rax */
+
 /* libc's own definition of name (its default version), found in its dynamic symbol table: the
  * shim links against nothing newer than glibc 2.2.5 (dl_iterate_phdr, __errno_location), so it
  * loads into any glibc guest, and a symbol another preload defines is not the one patched. */
 struct lookup {
+    const char *object; /* the file name of the object to look in */
     const char *name;
     unsigned char *addr;
 };
@@ -98,17 +227,17 @@ static int same(const char *a, const char *b) {
     return *a == *b;
 }
 
-static int is_libc(const char *path) {
+static int named(const char *path, const char *object) {
     const char *base = path;
     for (const char *p = path; *p; p++)
         if (*p == '/') base = p + 1;
-    return same(base, "libc.so.6");
+    return same(base, object);
 }
 
-static int find_in_libc(struct dl_phdr_info *info, size_t size, void *arg) {
+static int find_in(struct dl_phdr_info *info, size_t size, void *arg) {
     (void)size;
     struct lookup *l = arg;
-    if (!info->dlpi_name || !is_libc(info->dlpi_name)) return 0;
+    if (!info->dlpi_name || !named(info->dlpi_name, l->object)) return 0;
     const ElfW(Dyn) *dyn = NULL;
     for (int i = 0; i < info->dlpi_phnum; i++)
         if (info->dlpi_phdr[i].p_type == PT_DYNAMIC) dyn = (const void *)(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
@@ -143,13 +272,17 @@ static int find_in_libc(struct dl_phdr_info *info, size_t size, void *arg) {
     }
 }
 
-static int redirect(const char *name, const unsigned char *expect, size_t len, void *to) {
-    struct lookup l = {name, NULL};
-    dl_iterate_phdr(find_in_libc, &l);
+/* libc's entry of name, past a CET landing pad, if its code is exactly expect; else NULL. */
+static unsigned char *entry(const char *name, const unsigned char *expect, size_t len) {
+    struct lookup l = {"libc.so.6", name, NULL};
+    dl_iterate_phdr(find_in, &l);
     unsigned char *fn = l.addr;
-    if (!fn) return -1;
+    if (!fn) return NULL;
     fn += cv_shim_endbr(fn); /* a CET build's landing pad stays where it is */
-    if (!cv_shim_matches(fn, expect, len)) return -1;
+    return cv_shim_matches(fn, expect, len) ? fn : NULL;
+}
+
+static int patch(unsigned char *fn, void *to) {
     unsigned char jump[CV_SHIM_JUMP_LEN];
     cv_shim_jump(jump, (uintptr_t)to);
     uintptr_t lo = (uintptr_t)fn & ~(uintptr_t)4095;
@@ -161,6 +294,31 @@ static int redirect(const char *name, const unsigned char *expect, size_t len, v
     return 0;
 }
 
+static int redirect(const char *name, const unsigned char *expect, size_t len, void *to) {
+    unsigned char *fn = entry(name, expect, len);
+    return fn ? patch(fn, to) : -1;
+}
+
+/* Redirect name to `to`, keeping its own code callable through *orig: a trampoline on a page
+ * of the shim's own, written for every detour first, then made executable (never writable
+ * again) before any entry jumps to `to`. */
+struct detour {
+    unsigned char *fn;
+    void *to;
+    void **orig;
+    unsigned char *tramp;
+};
+
+static int detour_plan(struct detour *d, unsigned char *page, size_t *used, const char *name,
+                       const unsigned char *expect, size_t len, void *to, void **orig) {
+    unsigned char *fn = entry(name, expect, len);
+    if (!fn || *used + len + CV_SHIM_BACK_LEN > 4096) return 0;
+    *d = (struct detour){fn, to, orig, page + *used};
+    cv_shim_tramp(d->tramp, expect, len, (uintptr_t)fn + len);
+    *used += (len + CV_SHIM_BACK_LEN + 15) & ~(size_t)15;
+    return 1;
+}
+
 __attribute__((constructor)) static void cv_shim_init(void) {
     /* Linux 6.11+ answers a NULL path about the fd (EBADF here); before, EFAULT. */
     struct stat st;
@@ -168,4 +326,27 @@ __attribute__((constructor)) static void cv_shim_init(void) {
     redirect("fstatat", FSTATAT, sizeof FSTATAT, (void *)shim_fstatat);
     redirect("statx", STATX, sizeof STATX, (void *)shim_statx);
     redirect("syscall", SYSCALL, sizeof SYSCALL, (void *)shim_syscall);
+    /* The table's records are stamped with the monotonic clock: read it as libc does. */
+    struct lookup vdso = {"linux-vdso.so.1", "__vdso_clock_gettime", NULL};
+    dl_iterate_phdr(find_in, &vdso);
+    vdso_clock_gettime = (int (*)(clockid_t, struct timespec *))(void *)vdso.addr;
+    redirect("readlink", READLINK, sizeof READLINK, (void *)shim_readlink);
+    redirect("readlinkat", READLINKAT, sizeof READLINKAT, (void *)shim_readlinkat);
+
+    long page = raw6(SYS_mmap, 0, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (page < 0 && page > -4096) return;
+    struct detour d[2];
+    size_t n = 0, used = 0;
+    n += detour_plan(&d[n], (unsigned char *)page, &used, "open64", OPEN, sizeof OPEN, (void *)shim_open,
+                     (void **)&libc_open);
+    n += detour_plan(&d[n], (unsigned char *)page, &used, "openat64", OPENAT, sizeof OPENAT, (void *)shim_openat,
+                     (void **)&libc_openat);
+    if (!n || raw6(SYS_mprotect, page, 4096, PROT_READ | PROT_EXEC, 0, 0, 0) < 0) {
+        raw6(SYS_munmap, page, 4096, 0, 0, 0, 0);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        *d[i].orig = d[i].tramp; /* before the entry jumps to ours: a thread may call it at once */
+        patch(d[i].fn, d[i].to);
+    }
 }
