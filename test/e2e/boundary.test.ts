@@ -758,3 +758,91 @@ for (const shim of ["on", "off"]) {
     },
   );
 }
+
+// The answer table (native/src/common/answers_fmt.h) is shared by a run's guests: the shim
+// serves readlink from it. It holds only what the supervisor told this run's guests, and no
+// guest can write it: every way to a writable view of it is tried (an open for writing, a
+// writable mapping, mprotect, a reopen through /proc/self/fd, /proc/self/mem), then the whole
+// table is read back: a visible link's target is there, a hidden one's is not (the hidden path
+// the guest asked about may be, with the ENOENT it was given).
+const ANSWERS_PY = String.raw`
+import ctypes, errno, mmap, os, sys
+home, token = sys.argv[1], sys.argv[2]
+def rl(p):
+    try: return os.readlink(p)
+    except OSError as e: return "E" + errno.errorcode[e.errno]
+def tryit(tag, f):
+    try: f(); print(tag, "OK")
+    except OSError as e: print(tag, errno.errorcode.get(e.errno, e.errno))
+print("hidden", *[rl(home + "/.ssh/link") for _ in range(3)])
+print("visible", *[rl(home + "/vlink") for _ in range(3)])
+tryit("open-rw", lambda: os.open("/.cvisor-answers", os.O_RDWR))
+fd = os.open("/.cvisor-answers", os.O_RDONLY)
+tryit("write", lambda: os.write(fd, b"x"))
+tryit("mmap-w", lambda: mmap.mmap(fd, 4096, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE))
+def reopen():
+    w = os.open("/proc/self/fd/%d" % fd, os.O_RDWR)
+    os.write(w, b"x")
+tryit("reopen-write", reopen)
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+addr = libc.mmap(None, 4096, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
+def mprot():
+    if libc.mprotect(ctypes.c_void_p(addr), 4096, mmap.PROT_READ | mmap.PROT_WRITE) != 0:
+        raise OSError(ctypes.get_errno(), "mprotect")
+tryit("mprotect-w", mprot)
+def procmem():
+    m = os.open("/proc/self/mem", os.O_RDWR)
+    os.pwrite(m, b"x", addr)
+tryit("proc-mem", procmem)
+data = mmap.mmap(fd, os.fstat(fd).st_size, mmap.MAP_SHARED, mmap.PROT_READ)[:]
+print("holds-visible", token.encode() in data)
+print("holds-hidden", b"HIDDEN-TARGET" in data)
+`;
+
+gtest("the answer table: no guest can write it, it holds nothing hidden", async (fx) => {
+  const { home, env } = homeWithKey(fx);
+  const token = uniqueToken("VISIBLE-TARGET");
+  symlinkSync("HIDDEN-TARGET", path.join(home, ".ssh", "link"));
+  symlinkSync(token, path.join(home, "vlink"));
+  const r = await cvisor([], ["python3", "-c", ANSWERS_PY, home, token], env);
+  assert.equal(r.code, 0, show(r));
+  const got = new Map(
+    r.out
+      .trim()
+      .split("\n")
+      .map((l) => [l.split(" ")[0], l.slice(l.indexOf(" ") + 1)]),
+  );
+  assert.equal(got.get("hidden"), "EENOENT EENOENT EENOENT", show(r));
+  assert.equal(got.get("visible"), `${token} ${token} ${token}`, show(r));
+  for (const k of ["open-rw", "write", "mmap-w", "reopen-write", "mprotect-w", "proc-mem"])
+    assert.match(got.get(k) ?? "", /^E[A-Z]+$/, `${k} must fail\n${show(r)}`);
+  assert.equal(got.get("holds-visible"), "True", show(r));
+  assert.equal(got.get("holds-hidden"), "False", show(r));
+});
+
+gtest("the answer table: a sandbox's table holds nothing of another sandbox's", async (fx) => {
+  const { home, env } = homeWithKey(fx);
+  const mine = uniqueToken("VISIBLE-TARGET");
+  symlinkSync(mine, path.join(home, "vlink"));
+  const theirs = uniqueToken("OTHER-SANDBOX");
+  // The other sandbox makes a link of its own (in its own overlay) and keeps reading it.
+  const other = cvisor(
+    [],
+    [
+      "python3",
+      "-c",
+      `import os, time\nos.symlink(${JSON.stringify(theirs)}, "/tmp/cvisor-other-link")\nt = time.monotonic()\nwhile time.monotonic() - t < 4: os.readlink("/tmp/cvisor-other-link")\nprint("done")`,
+    ],
+    env,
+  );
+  await new Promise((res) => setTimeout(res, 1500));
+  const r = await cvisor([], ["python3", "-c", ANSWERS_PY, home, theirs], env);
+  const o = await other;
+  assert.equal(o.code, 0, show(o));
+  assert.equal(r.code, 0, show(r));
+  assert.match(r.out, /^holds-visible False$/m, show(r));
+  const own = await cvisor([], ["python3", "-c", ANSWERS_PY, home, mine], env);
+  assert.match(own.out, /^holds-visible True$/m, show(own));
+});

@@ -8,20 +8,12 @@ import { copyFileSync, existsSync, mkdirSync } from "node:fs";
 import path from "node:path";
 import { probeArgs, prober, staticProber } from "../helpers/cc.js";
 import { gtest } from "../helpers/guard.js";
-import { cliBuilt, cvisor, repoRoot, show, type CliResult } from "../helpers/repo.js";
+import { cliBuilt, cvisor, notified, repoRoot, show, type CliResult } from "../helpers/repo.js";
 
 const SHIM = path.join(repoRoot, "native", "build", "libcvisor-shim.so");
 const skip = cliBuilt() ? false : "the CLI is not built";
 
-/** The --json report's count of notified newfstatat + statx calls. */
-function statsNotified(r: CliResult): number {
-  const lines = r.err.split("\n").filter((l) => l !== "");
-  const report = JSON.parse(lines[lines.length - 1] ?? "{}") as {
-    notifications?: Record<string, number>;
-  };
-  const n = report.notifications ?? {};
-  return (n.newfstatat ?? 0) + (n.statx ?? 0);
-}
+const statsNotified = (r: CliResult): number => notified(r, "newfstatat", "statx");
 
 const CALLS = 3000;
 // CPython's os.fstat is glibc's fstat; Node's fs.fstatSync is libuv's statx(fd, "", ...).

@@ -177,6 +177,16 @@ export function show(r: CliResult): string {
   );
 }
 
+/** How many of the named syscalls a `--json` run had notified (its report: stderr's last line). */
+export function notified(r: CliResult, ...names: string[]): number {
+  const lines = r.err.split("\n").filter((l) => l !== "");
+  const report = JSON.parse(lines[lines.length - 1] ?? "{}") as {
+    notifications?: Record<string, number>;
+  };
+  const n = report.notifications ?? {};
+  return names.reduce((sum, name) => sum + (n[name] ?? 0), 0);
+}
+
 /** Is the CLI built? (e2e files skip themselves with a clear reason when not.) */
 export function cliBuilt(): boolean {
   return existsSync(cliPath);
