@@ -131,6 +131,10 @@ static void test_table(void) {
     check(!wrong && hits == CV_ANS_WAYS, "a set holds its last %u keys, right (%d hits, %d wrong)", CV_ANS_WAYS, hits,
           wrong);
 
+    cv_answers_put(r, cv_answers_gens(r), "/dev/pts/9", ENOENT, NULL, 0);
+    cv_answers_put(r, cv_answers_gens(r), "/sys/class/net/x", ENOENT, NULL, 0);
+    check(!get(t, "/dev/pts/9", now_ns(), &err, val) && !get(t, "/sys/class/net/x", now_ns(), &err, val),
+          "names the kernel makes by itself (a pty's slave, /sys) are not recorded");
     cv_answers_put(r, cv_answers_gens(r), "/x/../y", 0, "z", 1);
     check(!get(t, "/x/../y", now_ns(), &err, val), "a path that is not a key is not recorded");
     char big[CV_ANS_VAL_MAX + 2];

@@ -194,3 +194,34 @@ gtest(
   },
   { skip, timeout: 180_000 },
 );
+
+// Names the kernel makes by itself are never recorded: a pty's slave appears in /dev/pts when
+// /dev/ptmx is opened, with no call that makes a name.
+const PTY = String.raw`
+import errno, os, pty
+def op(p):
+    try:
+        os.close(os.open(p, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY))
+        return "open"
+    except OSError as e: return errno.errorcode[e.errno]
+for _ in range(5):
+    m, s = pty.openpty()
+    n = os.ttyname(s)
+    os.close(s); os.close(m)
+    gone = [op(n) for _ in range(3)]
+    m, s = pty.openpty()
+    if os.ttyname(s) == n: break
+    os.close(s); os.close(m)
+print("gone", *gone)
+print("again", os.ttyname(s) == n, op(n))
+`;
+
+gtest(
+  "a pty's slave, missing a moment ago, opens once the kernel made it again",
+  async () => {
+    const r = await cvisor([], [PYTHON3, "-c", PTY]);
+    assert.equal(r.code, 0, show(r));
+    assert.equal(r.out, "gone ENOENT ENOENT ENOENT\nagain True open\n", show(r));
+  },
+  { skip },
+);

@@ -10,11 +10,11 @@
  * It holds, keyed by the absolute, symlink-free virtual path the guest wrote, what readlink
  * said (a symlink's target, or EINVAL) and that a name does not exist (ENOENT, from readlink or
  * an open without O_CREAT). A record is good while the table's generation for its kind is the
- * one read before the answer was computed, and for CV_ANS_TTL_NS after it was written (a change
- * the supervisor does not make: the host's, another run's of the same sandbox). The supervisor
- * moves gone_gen on before any unlink, rmdir or rename (an answer about an existing name may
- * change), made_gen before any call that may make a name (ENOENT may change). Each slot is a
- * seqlock: a reader copies it, then checks its sequence did not move. */
+ * one read before the answer was computed (a rename or a symlink moves it on; a call that makes
+ * or removes one name ends that name's record alone: handlers/dispatch.c), and for
+ * CV_ANS_TTL_NS after it was written (a change the supervisor does not make: the host's,
+ * another run's of the same sandbox). Each slot is a seqlock: a reader copies it, then checks
+ * its sequence did not move. */
 #ifndef CV_ANSWERS_FMT_H
 #define CV_ANSWERS_FMT_H
 

@@ -93,11 +93,18 @@ struct cv_ans_gens cv_answers_gens(struct cv_run *r) {
                                 __atomic_load_n(&a->head->made_gen, __ATOMIC_ACQUIRE)};
 }
 
+/* Names the kernel makes and removes by itself, with no call the supervisor sees: a pty's
+ * slave appears in /dev/pts when /dev/ptmx is opened; /proc and /sys follow processes and
+ * devices. */
+static int kernel_made(const char *key) {
+    return !strncmp(key, "/dev/", 5) || !strncmp(key, "/proc/", 6) || !strncmp(key, "/sys/", 5);
+}
+
 void cv_answers_put(struct cv_run *r, struct cv_ans_gens g, const char *key, int err, const char *target, size_t len) {
     struct cv_answers *a = table(r, 0);
     uint64_t gen = err == ENOENT ? g.made : g.gone;
     uint32_t klen = a && gen ? cv_ans_key_ok(key) : 0;
-    if (!klen || len > CV_ANS_VAL_MAX) return;
+    if (!klen || len > CV_ANS_VAL_MAX || kernel_made(key)) return;
     uint32_t hash = cv_ans_hash(key, klen);
     pthread_mutex_lock(&a->lock);
     struct cv_ans_slot *set = cv_ans_set(a->head, hash), *s = NULL;
