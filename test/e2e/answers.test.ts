@@ -139,8 +139,13 @@ def op(p):
         os.close(os.open(p, os.O_RDONLY | os.O_NONBLOCK))
         return "open"
     except OSError as e: return "E" + errno.errorcode[e.errno]
+def st(p, follow):
+    try:
+        os.stat(p, follow_symlinks=follow)
+        return "stat"
+    except OSError as e: return "E" + errno.errorcode[e.errno]
 def both(p):
-    a = [rl(p) + "/" + op(p) for _ in range(3)]
+    a = ["/".join([rl(p), op(p), st(p, True), st(p, False), str(os.access(p, os.F_OK))]) for _ in range(3)]
     return a[0] if a.count(a[0]) == 3 else "UNSTEADY:" + ",".join(a)
 def bind(p):
     s = socket.socket(socket.AF_UNIX)
@@ -160,7 +165,7 @@ ways = {
 }
 def check(name, p, make):
     before = both(p)
-    for _ in range(${WARM / 10}): rl(p); op(p)
+    for _ in range(${WARM / 10}): rl(p); op(p); st(p, True); os.access(p, os.F_OK)
     make()
     print(name, before, both(p))
 for name, make in ways.items():
@@ -178,7 +183,7 @@ check("tree-renamed-in", fx + "/new-tree/deeper/leaf.txt", tree)
 `;
 
 gtest(
-  "a name the guest makes, any way, is found at once after the table said it was missing",
+  "a name the guest makes, any way, is found at once (readlink, open, stat, access) after the table said it was missing",
   async (fx) => {
     const want = nativeAnswers(fx, MADE);
     for (const env of [{}, { CVISOR_SHIM: "off" }] as Record<string, string>[]) {
@@ -188,8 +193,11 @@ gtest(
       });
       assert.equal(r.code, 0, show(r));
       assert.equal(answers(r, fx.root), want, show(r));
-      if (!("CVISOR_SHIM" in env))
+      if (!("CVISOR_SHIM" in env)) {
         assert.ok(readlinksNotified(r) < WARM / 5, `shim on: ${readlinksNotified(r)}\n${show(r)}`);
+        const looks = notified(r, "newfstatat", "statx", "access");
+        assert.ok(looks < WARM, `shim on: ${looks} stats and accesses\n${show(r)}`);
+      }
     }
   },
   { skip, timeout: 180_000 },
@@ -222,6 +230,24 @@ gtest(
     const r = await cvisor([], [PYTHON3, "-c", PTY]);
     assert.equal(r.code, 0, show(r));
     assert.equal(r.out, "gone ENOENT ENOENT ENOENT\nagain True open\n", show(r));
+  },
+  { skip },
+);
+
+// Node's fs.statSync is libuv's raw statx, through syscall(): a missing path's is served too.
+const NODE_MISSING = `const fs = require("fs"); const p = process.argv[1] + "/node-new";
+const look = () => { try { fs.statSync(p); return "stat"; } catch (e) { return e.code; } };
+const before = look(); for (let i = 0; i < ${WARM}; i++) look();
+fs.writeFileSync(p, "x"); console.log(before, look());`;
+
+gtest(
+  "node: a missing path's stat is served, and the path is found once made",
+  async (fx) => {
+    const r = await cvisor(["--json"], [process.execPath, "-e", NODE_MISSING, fx.root]);
+    assert.equal(r.code, 0, show(r));
+    assert.equal(r.out, "ENOENT stat\n", show(r));
+    const looks = notified(r, "newfstatat", "statx");
+    assert.ok(looks < WARM / 2, `shim on: ${looks}\n${show(r)}`);
   },
   { skip },
 );

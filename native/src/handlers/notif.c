@@ -113,19 +113,21 @@ void cv_notif_missing(struct cv_notif *n, struct cv_ans_gens g, const char *text
     if (!len) return;
     char p[CV_ANS_KEY_MAX + 1];
     memcpy(p, text, len + 1);
-    for (;;) {
-        char *slash = strrchr(p, '/');
-        if (slash == p) break; /* "/" */
-        *slash = 0;
+    /* From text up, no symlink followed: text itself must be missing (a dangling symlink is
+     * there), and the nearest name that exists must be a directory of its own path. */
+    for (int below = 0;; below = 1) {
         struct cv_vnode v;
         int e = cv_vresolve(&n->ctx, AT_FDCWD, p, 0, &v);
-        if (e == -ENOENT) continue;
-        if (e < 0) return;
-        int missing = !v.exists, dir = S_ISDIR(v.st.st_mode) && !v.in_proc && !strcmp(p, v.vpath);
-        cv_vnode_release(&v);
-        if (missing) continue;
-        if (!dir) return;
-        break;
+        if (e < 0 && e != -ENOENT) return;
+        if (e == 0) {
+            int exists = v.exists, dir = S_ISDIR(v.st.st_mode) && !v.in_proc && !strcmp(p, v.vpath);
+            cv_vnode_release(&v);
+            if (exists && (!below || !dir)) return;
+            if (exists) break;
+        }
+        if (!p[1]) return; /* "/" is always there: not reached */
+        char *slash = strrchr(p, '/');
+        slash[slash == p] = 0; /* "/a" goes to "/" */
     }
     cv_answers_put(n->run, g, text, ENOENT, NULL, 0);
 }

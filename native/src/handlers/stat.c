@@ -47,8 +47,8 @@ int cv_vnode_open(const struct cv_vnode *v, int flags) {
 /* Resolve a path the guest gave (already read). For AT_EMPTY_PATH with "", the dirfd itself.
  * missing_self (may be NULL): set when the answer is ENOENT for a missing final in an existing
  * directory, and path is that name's own symlink-free virtual path. */
-static int resolve_text_missing(struct cv_notif *n, int dirfd, const char *path, int flags, int empty_ok,
-                                struct cv_vnode *v, int *fd_only, int *missing_self) {
+static int resolve_text(struct cv_notif *n, int dirfd, const char *path, int flags, int empty_ok, struct cv_vnode *v,
+                        int *fd_only, int *missing_self) {
     *fd_only = 0;
     if (missing_self) *missing_self = 0;
     if (!*path && empty_ok && dirfd != AT_FDCWD) {
@@ -69,9 +69,12 @@ static int resolve_text_missing(struct cv_notif *n, int dirfd, const char *path,
     return 0;
 }
 
-static int resolve_text(struct cv_notif *n, int dirfd, const char *path, int flags, int empty_ok, struct cv_vnode *v,
-                        int *fd_only) {
-    return resolve_text_missing(n, dirfd, path, flags, empty_ok, v, fd_only, NULL);
+/* A resolution of text said e: an ENOENT goes into the answer table, for the guests' shim to
+ * give again (missing: the final name is missing and text is its own symlink-free path). */
+static void note_missing(struct cv_notif *n, struct cv_ans_gens g, const char *text, int e, int missing) {
+    if (e != -ENOENT) return;
+    if (missing) cv_answers_put(n->run, g, text, ENOENT, NULL, 0);
+    else if (text[0] == '/') cv_notif_missing(n, g, text); /* one on the way */
 }
 
 /* Read and resolve the path argument of this call; null_ok: the stat family, where AT_EMPTY_PATH
@@ -83,7 +86,11 @@ static int resolve_arg_null(struct cv_notif *n, int dirfd, uint64_t addr, int fl
     int e = addr == 0 && empty_ok && null_ok ? 0 : cv_guest_path_owed(&n->g, addr, path, sizeof path); /* resolve_text settles */
     *fd_only = 0;
     if (e < 0) return e;
-    return resolve_text(n, dirfd, path, flags, empty_ok, v, fd_only);
+    struct cv_ans_gens g = cv_answers_gens(n->run);
+    int missing;
+    e = resolve_text(n, dirfd, path, flags, empty_ok, v, fd_only, &missing);
+    note_missing(n, g, path, e, missing);
+    return e;
 }
 
 static int resolve_arg(struct cv_notif *n, int dirfd, uint64_t addr, int flags, int empty_ok, struct cv_vnode *v,
@@ -175,9 +182,8 @@ static struct cv_reply do_readlink(struct cv_notif *n, int dirfd, uint64_t path,
     struct cv_ans_gens gen = cv_answers_gens(n->run);
     struct cv_vnode v;
     int fd_only, missing;
-    e = resolve_text_missing(n, dirfd, text, 0, 1, &v, &fd_only, &missing);
-    if (e == -ENOENT && missing) cv_answers_put(n->run, gen, text, ENOENT, NULL, 0);
-    else if (e == -ENOENT && text[0] == '/') cv_notif_missing(n, gen, text); /* one on the way */
+    e = resolve_text(n, dirfd, text, 0, 1, &v, &fd_only, &missing);
+    note_missing(n, gen, text, e, missing);
     if (e < 0) return cv_err(-e);
     /* The guest's shim may serve this answer again: only under the path it wrote, and only when
      * that is the link's own symlink-free path (no other path names it). */

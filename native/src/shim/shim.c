@@ -52,22 +52,43 @@ static long set_errno(long r) {
     return r;
 }
 
+static int served_enoent(const char *path);
+
 /* The filter's test, made here first: an fd (not AT_FDCWD), AT_EMPTY_PATH and the path "". */
 static const char *fd_only(long fd, const char *path, long flags) {
     return ((flags & AT_EMPTY_PATH) && (int)fd >= 0 && path && !path[0]) ? NULL : path;
 }
 
+/* A stat of an absolute path the table says is missing, with flags the kernel takes (it checks
+ * them before the path): ENOENT without a call. */
+#define STAT_FLAGS (AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT | AT_EMPTY_PATH)
+static int stat_missing(const char *path, long flags) {
+    return path && path[0] == '/' && !(flags & ~(long)STAT_FLAGS) && served_enoent(path);
+}
+
+static int statx_missing(const char *path, long flags, long mask) {
+    return path && path[0] == '/' && !(flags & ~(long)(STAT_FLAGS | AT_STATX_SYNC_TYPE)) &&
+           (flags & AT_STATX_SYNC_TYPE) != AT_STATX_SYNC_TYPE && !(mask & STATX__RESERVED) && served_enoent(path);
+}
+
 static int shim_fstatat(int fd, const char *path, struct stat *buf, int flags) {
+    if (stat_missing(path, flags)) return -1;
     return (int)set_errno(raw6(SYS_newfstatat, fd, (long)fd_only(fd, path, flags), (long)buf, flags, 0, 0));
 }
 
 static int shim_statx(int fd, const char *path, int flags, unsigned mask, void *buf) {
+    if (statx_missing(path, flags, mask)) return -1;
     return (int)set_errno(raw6(SYS_statx, fd, (long)fd_only(fd, path, flags), flags, mask, (long)buf, 0));
 }
 
 static long shim_syscall(long nr, long a, long b, long c, long d, long e, long f) {
-    if (nr == SYS_newfstatat) b = (long)fd_only(a, (const char *)b, d);
-    else if (nr == SYS_statx) b = (long)fd_only(a, (const char *)b, c);
+    if (nr == SYS_newfstatat) {
+        if (stat_missing((const char *)b, d)) return -1;
+        b = (long)fd_only(a, (const char *)b, d);
+    } else if (nr == SYS_statx) {
+        if (statx_missing((const char *)b, c, d)) return -1;
+        b = (long)fd_only(a, (const char *)b, c);
+    }
     return set_errno(raw6(nr, a, b, c, d, e, f));
 }
 
@@ -147,9 +168,8 @@ static long shim_readlinkat(int fd, const char *path, char *buf, size_t size) {
     return set_errno(raw6(SYS_readlinkat, fd, (long)path, (long)buf, (long)size, 0, 0));
 }
 
-/* An open the table says fails with ENOENT: 1 (errno set). Not one that may create. */
-static int served_missing(const char *path, int flags) {
-    if (!path || path[0] != '/' || (flags & (O_CREAT | __O_TMPFILE))) return 0;
+/* A name the table says is missing: 1, errno ENOENT. */
+static int served_enoent(const char *path) {
     uint32_t len = cv_ans_key_ok(path);
     const struct cv_ans_head *t = len ? table() : NULL;
     char val[CV_ANS_VAL_MAX + 1];
@@ -163,6 +183,16 @@ static int served_missing(const char *path, int flags) {
 /* libc's own open and openat (cancellation points and all), through their trampolines. */
 static int (*libc_open)(const char *, int, ...);
 static int (*libc_openat)(int, const char *, int, ...);
+
+/* An open the table says fails with ENOENT. Not one that may create. */
+static int served_missing(const char *path, int flags) {
+    return path && path[0] == '/' && !(flags & (O_CREAT | __O_TMPFILE)) && served_enoent(path);
+}
+
+static long shim_access(const char *path, int mode) {
+    if (path && path[0] == '/' && !(mode & ~(R_OK | W_OK | X_OK)) && served_enoent(path)) return -1;
+    return set_errno(raw6(SYS_access, (long)path, mode, 0, 0, 0, 0));
+}
 
 static int shim_open(const char *path, int flags, mode_t mode) {
     return served_missing(path, flags) ? -1 : libc_open(path, flags, mode);
@@ -194,6 +224,10 @@ static const unsigned char READLINKAT[] = {0x49, 0x89, 0xca,                    
                                            0xb8, 0x0b, 0x01, 0x00, 0x00,          /* mov $SYS_readlinkat,%eax */
                                            0x0f, 0x05,                            /* syscall */
                                            0x48, 0x3d, 0x01, 0xf0, 0xff, 0xff};   /* cmp $-4095,%rax */
+
+static const unsigned char ACCESS[] = {0xb8, 0x15, 0x00, 0x00, 0x00,            /* mov $SYS_access,%eax */
+                                       0x0f, 0x05,                              /* syscall */
+                                       0x48, 0x3d, 0x00, 0xf0, 0xff, 0xff};     /* cmp $-4096,%rax */
 
 /* open and openat begin with their frame's set-up: whole instructions, none relative to where
  * it runs, so a trampoline can run them and jump back to the rest. */
@@ -332,6 +366,7 @@ __attribute__((constructor)) static void cv_shim_init(void) {
     vdso_clock_gettime = (int (*)(clockid_t, struct timespec *))(void *)vdso.addr;
     redirect("readlink", READLINK, sizeof READLINK, (void *)shim_readlink);
     redirect("readlinkat", READLINKAT, sizeof READLINKAT, (void *)shim_readlinkat);
+    redirect("access", ACCESS, sizeof ACCESS, (void *)shim_access);
 
     long page = raw6(SYS_mmap, 0, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (page < 0 && page > -4096) return;

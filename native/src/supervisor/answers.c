@@ -35,7 +35,8 @@ static uint64_t now_ns(void) {
 
 /* An embedder's hook or a trace must see every call the shim could serve. */
 static int wanted(const struct cv_run *r) {
-    static const int served[] = {__NR_readlink, __NR_readlinkat, __NR_open, __NR_openat};
+    static const int served[] = {__NR_readlink, __NR_readlinkat, __NR_open,  __NR_openat,
+                                 __NR_newfstatat, __NR_statx,     __NR_access};
     for (size_t i = 0; i < sizeof served / sizeof *served; i++)
         if (cv_hook_wants(r, served[i])) return 0;
     return 1;
