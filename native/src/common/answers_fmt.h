@@ -35,8 +35,7 @@ struct cv_ans_head {
     uint32_t slot_size, key_max;
     uint64_t gone_gen; /* atomic: for records of existing names */
     uint64_t made_gen; /* atomic: for ENOENT records */
-    uint64_t ttl_ns;
-    uint64_t pad[2];
+    uint64_t pad[3];
 };
 
 struct cv_ans_slot {

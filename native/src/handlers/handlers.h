@@ -38,11 +38,12 @@ struct cv_notif {
     int names_told;
 };
 
-/* text, an absolute path, resolved to ENOENT: record that in the answer table when the first
- * missing name on it lies in an existing directory reached without a symlink or "..", so that
- * only a name made there (or a tree brought in) can change the answer. g: the table's
- * generations before the resolution. */
-void cv_notif_missing(struct cv_notif *n, struct cv_ans_gens g, const char *text);
+/* text resolved to ENOENT: record that in the answer table. final_self: the final name is
+ * missing in an existing directory and text is its own symlink-free path; else only an
+ * absolute text whose first missing name lies in an existing directory reached without a
+ * symlink or "..", so that only a name made there (or a tree brought in) can change the answer.
+ * g: the table's generations before the resolution. */
+void cv_notif_missing(struct cv_notif *n, struct cv_ans_gens g, const char *text, int final_self);
 
 /* A name is about to be made or removed at vpath (NULL: none will be), said before the change
  * (supervisor/answers.h, cv_answers_named). */

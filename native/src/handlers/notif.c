@@ -108,8 +108,12 @@ static void follow_copy_up(struct cv_notif *n, const struct stat *was, const cha
     }
 }
 
-void cv_notif_missing(struct cv_notif *n, struct cv_ans_gens g, const char *text) {
-    size_t len = g.made ? cv_ans_key_ok(text) : 0; /* no table, no walk */
+void cv_notif_missing(struct cv_notif *n, struct cv_ans_gens g, const char *text, int final_self) {
+    if (final_self) {
+        cv_answers_put(n->run, g, text, ENOENT, NULL, 0);
+        return;
+    }
+    size_t len = g.made && text[0] == '/' ? cv_ans_key_ok(text) : 0; /* no table, no walk */
     if (!len) return;
     char p[CV_ANS_KEY_MAX + 1];
     memcpy(p, text, len + 1);

@@ -69,14 +69,6 @@ static int resolve_text(struct cv_notif *n, int dirfd, const char *path, int fla
     return 0;
 }
 
-/* A resolution of text said e: an ENOENT goes into the answer table, for the guests' shim to
- * give again (missing: the final name is missing and text is its own symlink-free path). */
-static void note_missing(struct cv_notif *n, struct cv_ans_gens g, const char *text, int e, int missing) {
-    if (e != -ENOENT) return;
-    if (missing) cv_answers_put(n->run, g, text, ENOENT, NULL, 0);
-    else if (text[0] == '/') cv_notif_missing(n, g, text); /* one on the way */
-}
-
 /* Read and resolve the path argument of this call; null_ok: the stat family, where AT_EMPTY_PATH
  * with a NULL path means "" (Linux 6.11+; the access family still says EFAULT). */
 static int resolve_arg_null(struct cv_notif *n, int dirfd, uint64_t addr, int flags, int empty_ok, int null_ok,
@@ -89,7 +81,7 @@ static int resolve_arg_null(struct cv_notif *n, int dirfd, uint64_t addr, int fl
     struct cv_ans_gens g = cv_answers_gens(n->run);
     int missing;
     e = resolve_text(n, dirfd, path, flags, empty_ok, v, fd_only, &missing);
-    note_missing(n, g, path, e, missing);
+    if (e == -ENOENT) cv_notif_missing(n, g, path, missing);
     return e;
 }
 
@@ -183,7 +175,7 @@ static struct cv_reply do_readlink(struct cv_notif *n, int dirfd, uint64_t path,
     struct cv_vnode v;
     int fd_only, missing;
     e = resolve_text(n, dirfd, text, 0, 1, &v, &fd_only, &missing);
-    note_missing(n, gen, text, e, missing);
+    if (e == -ENOENT) cv_notif_missing(n, gen, text, missing);
     if (e < 0) return cv_err(-e);
     /* The guest's shim may serve this answer again: only under the path it wrote, and only when
      * that is the link's own symlink-free path (no other path names it). */

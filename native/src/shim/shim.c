@@ -22,7 +22,6 @@
 #include <fcntl.h>
 #include <link.h>
 #include <stdint.h>
-#include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>

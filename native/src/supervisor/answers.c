@@ -5,7 +5,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,7 +14,6 @@
 #include <unistd.h>
 
 #include "common/answers_fmt.h"
-#include "common/util.h"
 #include "handlers/handlers.h"
 
 struct cv_answers {
@@ -69,8 +67,7 @@ static struct cv_answers *table(struct cv_run *r, int make) {
                                             .slot_size = sizeof(struct cv_ans_slot),
                                             .key_max = CV_ANS_KEY_MAX,
                                             .gone_gen = 1,
-                                            .made_gen = 1,
-                                            .ttl_ns = CV_ANS_TTL_NS};
+                                            .made_gen = 1};
             __atomic_store_n(&r->answers, a, __ATOMIC_RELEASE);
         }
     }
