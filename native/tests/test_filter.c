@@ -669,7 +669,7 @@ static void test_absolute(void) {
         {__NR_mount, ERR(EPERM)},          {__NR_unshare, ERR(EPERM)},
         {__NR_setns, ERR(EPERM)},          {__NR_bpf, ERR(EPERM)},
         {__NR_process_vm_readv, ERR(EPERM)}, {__NR_read, ALLOW},
-        {__NR_write, ALLOW},               {__NR_exit_group, ALLOW},
+        {__NR_write, ALLOW},               {__NR_exit_group, NOTIF},
         {__NR_openat, NOTIF},              {__NR_open, NOTIF},
         {__NR_execve, NOTIF},              {__NR_unlinkat, NOTIF},
         {__NR_fchmod, NOTIF},              {__NR_getdents64, NOTIF},

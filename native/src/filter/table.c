@@ -89,6 +89,7 @@ const struct cv_syscall cv_syscalls[] = {
     N(llistxattr, CV_H_STAT, VIEW), N(inotify_add_watch, CV_H_STAT, VIEW),
     N(getdents, CV_H_DIRENT, DIRS), N(getdents64, CV_H_DIRENT, DIRS),
     N(getcwd, CV_H_CWD, CWD), N(chdir, CV_H_CWD, CWD), N(fchdir, CV_H_CWD, CWD),
+    N(exit_group, CV_H_CWD, "a leaving process's orphans keep the remembered working directory they inherit; continued"),
     /* sockets */
     A(recvfrom, SOCK), A(recvmsg, SOCK), A(recvmmsg, SOCK),
     R(sendto, CV_ARG_NO_ADDR, 4, CV_H_SOCK, "with an address: done by the supervisor on its copy (a unix path may be the host's)"),
@@ -109,7 +110,7 @@ const struct cv_syscall cv_syscalls[] = {
     A(setuid, ID), A(setgid, ID), A(setreuid, ID), A(setregid, ID), A(setresuid, ID),
     A(setresgid, ID), A(setfsuid, ID), A(setfsgid, ID), A(setgroups, ID), A(capget, ID),
     A(capset, ID), A(umask, ID), A(wait4, ID), A(waitid, ID), A(exit, ID),
-    A(exit_group, ID), A(fork, ID), A(vfork, ID), A(getrlimit, ID), A(setrlimit, ID),
+    A(fork, ID), A(vfork, ID), A(getrlimit, ID), A(setrlimit, ID),
     A(getpriority, ID), A(ioprio_get, ID), A(getrandom, ID), N(uname, CV_H_IDENTITY, "the nodename is the sandbox's name"),
     A(sysinfo, ID), A(getrusage, ID), A(pidfd_open, ID), A(seccomp, LL),
     A(landlock_create_ruleset, LL), A(landlock_add_rule, LL),

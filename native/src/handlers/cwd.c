@@ -1,11 +1,12 @@
-/* chdir, fchdir, getcwd. The kernel's cwd is always a real directory, host or
+/* chdir, fchdir, getcwd, exit_group. The kernel's cwd is always a real directory, host or
  * upper, and the virtual cwd is read back from it (/proc/<tid>/cwd with the
  * upper root stripped), so fork, exec and threads need no bookkeeping. When
  * the kernel cannot reach the target by the guest's own path (a directory that
  * exists only in the upper layer, named from the host side), the supervisor
  * remembers the virtual cwd for that process instead ("override"), and every
- * path handler starts relative paths there. fchdir and a chdir the kernel can
- * follow drop the override. */
+ * path handler starts relative paths there; a child inherits it through its
+ * parents, or, once its parent left, from the entry made at the parent's
+ * exit_group. fchdir and a chdir the kernel can follow drop the override. */
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
@@ -78,14 +79,21 @@ static void prune(struct cv_run *r) {
     }
 }
 
-static int set(struct cv_run *r, pid_t tgid, unsigned long long start, const char *vpath, int fd) {
+/* since: when it moved there (0: now); an inherited directory keeps its ancestor's, so that the
+ * children forked before it was asked for inherit it too. */
+static int set(struct cv_run *r, pid_t tgid, unsigned long long start, const char *vpath, int fd,
+               unsigned long long since) {
+    fd = fd >= 0 ? fcntl(fd, F_DUPFD_CLOEXEC, 3) : -1; /* before a prune may close the one it came from */
     if (r->ncwd >= 32 && (r->ncwd & (r->ncwd - 1)) == 0) prune(r); /* at 32, 64, 128...: amortized */
     struct cv_cwd *c = find(r, tgid);
     if (!c) {
         if (r->ncwd == r->cwd_cap) {
             size_t cap = r->cwd_cap ? r->cwd_cap * 2 : 8;
             struct cv_cwd *nc = realloc(r->cwds, cap * sizeof *nc);
-            if (!nc) return -ENOMEM;
+            if (!nc) {
+                if (fd >= 0) close(fd);
+                return -ENOMEM;
+            }
             r->cwds = nc;
             r->cwd_cap = cap;
         }
@@ -96,14 +104,15 @@ static int set(struct cv_run *r, pid_t tgid, unsigned long long start, const cha
     char *v = vpath ? strdup(vpath) : NULL;
     if (vpath && !v) {
         if (!c->vpath) *c = r->cwds[--r->ncwd];
+        if (fd >= 0) close(fd);
         return -ENOMEM;
     }
     free(c->vpath);
     if (c->fd >= 0) close(c->fd);
-    c->fd = fd >= 0 ? fcntl(fd, F_DUPFD_CLOEXEC, 3) : -1;
+    c->fd = fd;
     c->tgid = tgid;
     c->start = start;
-    c->since = now_ticks();
+    c->since = since ? since : now_ticks();
     c->vpath = v;
     c->renames = r->dir_renames;
     return 0;
@@ -134,6 +143,35 @@ static int where(const struct cv_run *r, struct cv_cwd *c, struct cv_lpath *out)
     return cv_lpath_set(out, c->vpath) == 0;
 }
 
+/* The entry a process forked at child_start under ppid inherits: its nearest ancestor's with
+ * an entry, if that one moved to a remembered directory before the fork; else NULL. */
+static struct cv_cwd *inherited(struct cv_run *r, pid_t ppid, unsigned long long child_start) {
+    for (int depth = 0; depth < 64 && ppid > 1; depth++) {
+        pid_t pp2;
+        unsigned long long pstart;
+        if (cv_proc_stat(ppid, &pp2, &pstart) < 0) return NULL;
+        struct cv_cwd *pc = find(r, ppid);
+        if (pc && pc->start == pstart) return pc->since > child_start || !pc->vpath ? NULL : pc;
+        child_start = pstart;
+        ppid = pp2;
+    }
+    return NULL;
+}
+
+/* A process with no entry of its own takes what it inherits (or a marker: nothing), so that it
+ * is asked once, not at every relative path. 1 and out set, or 0. */
+static int take_inherited(struct cv_run *r, pid_t tgid, unsigned long long start, pid_t ppid, struct cv_lpath *out,
+                          int *fd) {
+    struct cv_cwd *pc = inherited(r, ppid, start);
+    if (!pc || !where(r, pc, out)) {
+        set(r, tgid, start, NULL, -1, 0);
+        return 0;
+    }
+    if (fd && pc->fd >= 0) *fd = fcntl(pc->fd, F_DUPFD_CLOEXEC, 3);
+    set(r, tgid, start, out->s, pc->fd, pc->since); /* pc may move: its fields are read first */
+    return 1;
+}
+
 int cv_cwd_override(struct cv_run *r, struct cv_guest *g, struct cv_lpath *out, int *fd) {
     if (fd) *fd = -1;
     /* Every relative path asks: without a remembered directory anywhere, /proc is not read. */
@@ -149,24 +187,32 @@ int cv_cwd_override(struct cv_run *r, struct cv_guest *g, struct cv_lpath *out, 
     }
     if (c) drop(r, tgid); /* a dead process's pid, reused */
     /* A child forked after an ancestor's override inherits it (fork copies the cwd). */
-    unsigned long long child_start = start;
-    for (int depth = 0; depth < 64 && ppid > 1; depth++) {
-        pid_t pp2;
-        unsigned long long pstart;
-        if (cv_proc_stat(ppid, &pp2, &pstart) < 0) break;
-        struct cv_cwd *pc = find(r, ppid);
-        if (pc && pc->start == pstart) {
-            if (pc->since > child_start || !pc->vpath) return 0; /* forked before it moved, or no override */
-            if (!where(r, pc, out)) return 0;
-            if (fd && pc->fd >= 0) *fd = fcntl(pc->fd, F_DUPFD_CLOEXEC, 3);
-            set(r, tgid, start, out->s, pc->fd);
-            return 1;
-        }
-        child_start = pstart;
-        ppid = pp2;
+    return take_inherited(r, tgid, start, ppid, out, fd);
+}
+
+/* A process leaves: its children go to the init, which cuts the chain of parents they inherit
+ * a remembered directory by. Each one without an entry gets its own now, while the chain holds;
+ * the leaving process's own entry goes. (A process killed by a signal makes no exit_group: its
+ * orphans that have not asked yet start relative paths at the kernel's cwd.) */
+static struct cv_reply do_exit(struct cv_notif *n) {
+    struct cv_run *r = n->run;
+    if (!any_remembered(r)) return cv_continue();
+    cv_lpath_scoped struct cv_lpath v;
+    cv_lpath_init(&v);
+    pid_t tgid = cv_guest_tgid(&n->g);
+    pid_t kids[256];
+    int nk = cv_cwd_override(r, &n->g, &v, NULL) ? cv_tree_children(tgid, kids, 256) : 0;
+    for (int i = 0; i < nk; i++) {
+        pid_t pp;
+        unsigned long long start;
+        if (cv_proc_stat(kids[i], &pp, &start) < 0 || pp != tgid) continue;
+        struct cv_cwd *c = find(r, kids[i]);
+        if (c && c->start == start) continue;
+        if (c) drop(r, kids[i]);
+        take_inherited(r, kids[i], start, tgid, &v, NULL);
     }
-    set(r, tgid, start, NULL, -1); /* nothing to inherit: asked once, not at every relative path */
-    return 0;
+    drop(r, tgid);
+    return cv_continue();
 }
 
 /* The virtual path of the guest's cwd. 0 or -errno. */
@@ -251,7 +297,7 @@ static void kernel_cwd(struct cv_notif *n) {
     if (!r->ncwd) return;
     pid_t tgid = cv_guest_tgid(&n->g), ppid;
     unsigned long long start;
-    if (cv_proc_stat(tgid, &ppid, &start) == 0) set(r, tgid, start, NULL, -1);
+    if (cv_proc_stat(tgid, &ppid, &start) == 0) set(r, tgid, start, NULL, -1, 0);
     else drop(r, tgid);
 }
 
@@ -299,7 +345,7 @@ static struct cv_reply do_chdir(struct cv_notif *n) {
         goto done;
     }
     int dfd = cv_vnode_open(&v, O_DIRECTORY);
-    e = set(r, tgid, start, v.vpath, dfd);
+    e = set(r, tgid, start, v.vpath, dfd, 0);
     if (dfd >= 0) close(dfd);
     out = e < 0 ? cv_err(-e) : cv_val(0);
 done:
@@ -327,6 +373,7 @@ struct cv_reply cv_h_cwd(struct cv_notif *n) {
     switch (n->req->data.nr) {
     case __NR_getcwd: return do_getcwd(n);
     case __NR_chdir: return do_chdir(n);
+    case __NR_exit_group: return do_exit(n);
     default: return do_fchdir(n);
     }
 }

@@ -256,6 +256,8 @@ void cv_run_denials_free(struct cv_run *r);
 
 /* tree.c: the sandbox's processes are the init's descendants. */
 int cv_tree_is_member(const struct cv_run *r, pid_t pid); /* init excluded */
+/* The processes whose parent is parent (threads' children included): up to max into out; the count. */
+int cv_tree_children(pid_t parent, pid_t *out, int max);
 /* The main guest process: the init's child started first (orphans the init adopts started
  * after it), or 0 when there is none. */
 pid_t cv_tree_main(const struct cv_run *r);

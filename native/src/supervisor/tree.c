@@ -123,6 +123,47 @@ int cv_tree_each(const struct cv_run *r, pid_t pgrp, int (*fn)(pid_t, void *), v
     return count;
 }
 
+/* From each of its threads' children lists where the kernel keeps them; else found by their
+ * parent links in every /proc/<pid>/stat. */
+static int children_listed(pid_t parent, pid_t *out, int max) {
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/task", (int)parent);
+    DIR *d = opendir(path);
+    if (!d) return -1;
+    int n = 0, listed = 1;
+    struct dirent *e;
+    while (listed && (e = readdir(d))) {
+        if (!isdigit((unsigned char)e->d_name[0])) continue;
+        char kids[4096], file[320];
+        snprintf(file, sizeof file, "/proc/%d/task/%s/children", (int)parent, e->d_name);
+        ssize_t len = cv_read_small(file, kids, sizeof kids);
+        if (len < 0 || len >= (ssize_t)sizeof kids - 1) listed = 0; /* no such file, or too many to read */
+        for (char *p = kids, *end; listed && len >= 0 && n < max; p = end) {
+            long pid = strtol(p, &end, 10);
+            if (end == p) break;
+            out[n++] = (pid_t)pid;
+        }
+    }
+    closedir(d);
+    return listed ? n : -1;
+}
+
+int cv_tree_children(pid_t parent, pid_t *out, int max) {
+    int n = children_listed(parent, out, max);
+    if (n >= 0) return n;
+    DIR *d = opendir("/proc");
+    if (!d) return 0;
+    n = 0;
+    struct dirent *e;
+    while (n < max && (e = readdir(d))) {
+        if (!isdigit((unsigned char)e->d_name[0])) continue;
+        struct pinfo p;
+        if (read_stat((pid_t)atoi(e->d_name), &p) == 0 && p.ppid == parent) out[n++] = p.pid;
+    }
+    closedir(d);
+    return n;
+}
+
 /* The start time (clock ticks after boot) of pid, or 0. */
 static unsigned long long start_time(pid_t pid) {
     char buf[1024];

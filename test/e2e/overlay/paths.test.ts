@@ -24,6 +24,23 @@ diffTest(
     "cat ../here.txt; /bin/pwd",
 );
 
+// A new directory (which the kernel cannot hold by its name) is the cwd a child inherits, also
+// when the child asks only after its parent left (reparented, as a background job's subshell
+// or a daemon's double fork), and when its parent asked for the first time after forking it.
+// Run by dash, whose subshells make no call of their own before they fork.
+const ORPHAN_CWD_SH =
+  "mkdir -p new/in; cd new/in; " +
+  "( ( sleep 0.3; echo c > c.txt; pwd > c-pwd.txt ) & sleep 0.1; echo e > e.txt; wait ); " +
+  "( ( sleep 0.3; echo orphan > o.txt; /bin/pwd > o-pwd.txt ) & ); sleep 0.8; " +
+  "cat c.txt e.txt o.txt c-pwd.txt o-pwd.txt; rm c-pwd.txt o-pwd.txt; ls -A | sort";
+
+diffTest(
+  "children keep a new directory as their cwd after their parent left, and when forked first",
+  {
+    steps: [{ argv: ["sh", "-c", ORPHAN_CWD_SH] }],
+  },
+);
+
 // Another process renames the directory a process is in, and one it holds an fd of: both follow
 // it to its new name, as on the host (issue 12). First a host directory (the kernel holds the
 // host's), then the same directory renamed again (now the sandbox's), then a new directory
