@@ -716,6 +716,52 @@ gtest("the legacy getdents lists no hidden name, on host and merged directories"
   assert.deepEqual(names(merged.out), [".", "..", "new.txt", "visible.txt"], show(merged));
 });
 
+// The shim asks for a real O_PATH fd by a bit in the open's flags (native/src/common/
+// opath_proto.h), and the supervisor sends it over a socket it injects. Any guest can set the
+// bit: made here by the probe's own syscall, past the shim, it gives an fd of what the view
+// resolves and nothing more: no hidden file, no way into one behind a sandbox symlink, and a
+// host device's fd that reopens to nothing.
+gtest(
+  "an O_PATH open asking for the real fd itself gets nothing a path would not give",
+  async (fx) => {
+    const { home, key, env } = homeWithKey(fx);
+    const link = path.join(home, "to-key");
+    const ops = [
+      ["opath-socket", key],
+      ["opath-socket", path.join(home, "visible.txt")],
+      ["opath-socket", "/dev/kmsg"],
+      ["opath-socket", link],
+      ["opath-socket", path.join(home, ".ssh")],
+    ];
+    const r = await cvisor(
+      [],
+      [
+        "sh",
+        "-c",
+        `ln -s "$1" "$2" && shift 2 && exec "$@"`,
+        "sh",
+        key,
+        link,
+        prober(),
+        ...probeArgs(ops),
+      ],
+      env,
+    );
+    assert.equal(r.code, 0, show(r));
+    assert.deepEqual(
+      r.out.trim().split("\n"),
+      ["ENOENT", "OK file OK", "OK chardev EACCES", "OK symlink ELOOP", "ENOENT"],
+      show(r),
+    );
+    const native = await runProcess(prober(), probeArgs([["opath-socket", "/dev/kmsg"]]));
+    assert.equal(
+      native.out.trim(),
+      "NOT-A-SOCKET",
+      "natively the bit is dropped: an O_PATH fd, no socket",
+    );
+  },
+);
+
 // newfstatat/statx with AT_EMPTY_PATH run natively only with a NULL path (Linux 6.11+: the fd
 // alone); with a path, even "", the supervisor answers, so a path there cannot name a hidden
 // file. glibc's fstat ("" ) stays native through the shim (native/src/shim/shim.c), which makes

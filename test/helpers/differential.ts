@@ -537,23 +537,12 @@ function describeRun(r: RunRecord): string {
     .join("\n");
 }
 
-/**
- * A case as layers mode compares it: the fixture's symlinks are stored ones there, so an
- * O_PATH|O_NOFOLLOW open of one is the documented ELOOP difference (docs/ARCHITECTURE.md),
- * masked as the new-symlink probe case masks it; listing-order bytes are not compared.
- */
+/** A case as layers mode compares it: listing-order bytes are not compared. */
 function forLayers(c: DiffCase): DiffCase {
-  const mask = (text: string): string =>
-    text.replace(
-      /^o-path-nofollow: .*\n(o-path-type: .*\n)?/gm,
-      "o-path: (masked: no O_PATH on stored symlinks)\n",
-    );
-  const normalize = c.normalize;
   const order = c.listingOrder;
   const content = c.ignoreContent;
   return {
     ...c,
-    normalize: (text) => mask(normalize ? normalize(text) : text),
     ignoreContent:
       order && content ? new RegExp(`${content.source}|${order.source}`) : (order ?? content),
   };

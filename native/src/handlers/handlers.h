@@ -59,6 +59,9 @@ static inline struct cv_reply cv_continue(void) { return (struct cv_reply){CV_RE
 /* Install fd in the guest (ADDFD), close the supervisor's copy, and reply with its number: the
  * guest's close() is then the last one. Consumes fd. */
 struct cv_reply cv_notif_inject(struct cv_notif *n, int fd, int cloexec);
+/* An fd for the guest, as the flags of its open say: close-on-exec, and the real O_PATH file
+ * (fd opened O_PATH) through a socket when the shim asked for it (common/opath_proto.h). */
+struct cv_reply cv_notif_give(struct cv_notif *n, int fd, int flags);
 /* cv_ov_copy_up, and then the caller's own read-only fds of the old file follow the copy. */
 int cv_notif_copy_up(struct cv_notif *n, const struct cv_vnode *v, int with_data);
 /* Before an upper file changes: if it stands for the host file it was linked from

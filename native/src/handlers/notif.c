@@ -4,11 +4,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "common/answers_fmt.h"
+#include "common/opath_proto.h"
 #include "common/util.h"
 #include "overlay/alias.h"
 #include "overlay/layers.h"
@@ -36,6 +38,40 @@ struct cv_reply cv_notif_inject(struct cv_notif *n, int fd, int cloexec) {
     int r = cv_guest_addfd(&n->g, fd, cloexec, 0);
     close(fd);
     return r < 0 ? cv_err(-r) : cv_val(r);
+}
+
+/* A real O_PATH file, which ADDFD cannot pass: sent over a socket injected in its place
+ * (common/opath_proto.h). */
+static struct cv_reply inject_by_socket(struct cv_notif *n, int fd) {
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, sv) < 0) {
+        close(fd);
+        return cv_err(errno);
+    }
+    char tag = CV_OPATH_TAG;
+    struct iovec iov = {&tag, 1};
+    union {
+        char buf[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } u = {0};
+    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf};
+    struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(c), &fd, sizeof fd);
+    int e = sendmsg(sv[0], &m, MSG_NOSIGNAL) < 0 ? errno : 0;
+    close(fd);
+    close(sv[0]);
+    if (e) {
+        close(sv[1]);
+        return cv_err(e);
+    }
+    return cv_notif_inject(n, sv[1], 1);
+}
+
+struct cv_reply cv_notif_give(struct cv_notif *n, int fd, int flags) {
+    return (flags & CV_O_FD_BY_SOCKET) ? inject_by_socket(n, fd) : cv_notif_inject(n, fd, flags & O_CLOEXEC);
 }
 
 int cv_writable_device(const struct cv_run *r, dev_t rdev) {

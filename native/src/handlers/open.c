@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "common/answers_fmt.h"
+#include "common/opath_proto.h"
 #include "common/util.h"
 #include "overlay/alias.h"
 #include "handlers.h"
@@ -42,7 +43,7 @@ static struct cv_reply inject_checked(struct cv_notif *n, int fd, int flags) {
         close(fd);
         return cv_err(ESRCH);
     }
-    return cv_notif_inject(n, fd, flags & O_CLOEXEC);
+    return cv_notif_give(n, fd, flags);
 }
 
 /* O_CREAT of a missing name: made in the upper, the guest's umask applied. */
@@ -88,8 +89,10 @@ static int kernel_may_open(const struct cv_notif *n, const struct cv_vnode *v, i
 
 /* An existing object, opened by the supervisor in its layer. */
 static struct cv_reply open_existing(struct cv_notif *n, const struct cv_vnode *v, int flags) {
-    int oflags = (flags & ~(O_CREAT | O_EXCL | O_CLOEXEC)) | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY;
-    if (flags & O_PATH) {
+    int oflags = (flags & ~(O_CREAT | O_EXCL | O_CLOEXEC | CV_O_FD_BY_SOCKET)) | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY;
+    if (flags & CV_O_FD_BY_SOCKET) {
+        oflags = O_PATH | O_CLOEXEC | O_NOFOLLOW | (flags & O_DIRECTORY); /* the real one (the shim's) */
+    } else if (flags & O_PATH) {
         /* ADDFD cannot pass O_PATH files (the kernel's fget skips them): a read-only open stands in,
          * which is all an O_PATH fd is used for (a dirfd, fstat, fchdir, /proc/self/fd). A device
          * it would open for reading must be one the guest may read (a new pty's master: no). */
@@ -146,7 +149,8 @@ struct cv_reply cv_h_open(struct cv_notif *n) {
 }
 
 struct cv_reply cv_open_path(struct cv_notif *n, int dirfd, const char *path, int flags, mode_t mode) {
-    if (flags & O_PATH) flags &= O_PATH | O_CLOEXEC | O_DIRECTORY | O_NOFOLLOW; /* the rest is ignored */
+    /* The rest is ignored; the shim's ask for a real O_PATH fd counts only with O_PATH. */
+    flags &= (flags & O_PATH) ? O_PATH | O_CLOEXEC | O_DIRECTORY | O_NOFOLLOW | CV_O_FD_BY_SOCKET : ~CV_O_FD_BY_SOCKET;
     int r;
     int w = writes(flags), creat = flags & O_CREAT, excl = creat && (flags & O_EXCL);
     int tmpfile = (flags & O_TMPFILE) == O_TMPFILE;
@@ -171,12 +175,13 @@ struct cv_reply cv_open_path(struct cv_notif *n, int dirfd, const char *path, in
     } else if (excl) {
         out = cv_err(EEXIST);
     } else if (S_ISLNK(st->st_mode)) {
-        /* Only O_PATH opens a symlink, and that open has no stand-in: ADDFD cannot pass O_PATH
+        /* Only O_PATH opens a symlink: the real one when the shim asks for it (it receives the
+         * fd itself, common/opath_proto.h). Else there is no stand-in: ADDFD cannot pass O_PATH
          * files, nothing else opens a link, and the kernel cannot be left to do it (above).
          * EOPNOTSUPP is what the usual caller, glibc's fchmodat(AT_SYMLINK_NOFOLLOW) (lchmod:
          * tar as root, cp -P, Python's follow_symlinks=False), answers once it sees a link, so
          * those behave as on the host. */
-        out = cv_err(flags & O_PATH ? EOPNOTSUPP : ELOOP);
+        out = (flags & CV_O_FD_BY_SOCKET) ? open_existing(n, &v, flags) : cv_err(flags & O_PATH ? EOPNOTSUPP : ELOOP);
     } else if ((flags & O_DIRECTORY) && !S_ISDIR(st->st_mode)) {
         out = cv_err(ENOTDIR);
     } else if (S_ISDIR(st->st_mode)) {

@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/opath_proto.h"
 #include "common/util.h"
 #include "handlers.h"
 #include "overlay/layers.h"
@@ -77,7 +78,7 @@ static struct cv_reply inject_checked(struct cv_notif *n, int fd, int pin, int f
         close(fd);
         return cv_err(ENOENT);
     }
-    return cv_notif_inject(n, fd, flags & O_CLOEXEC);
+    return cv_notif_give(n, fd, flags);
 }
 
 /* /proc/sys/kernel/hostname agrees with uname: a memfd holding the sandbox's name. */
@@ -99,11 +100,12 @@ static struct cv_reply reopen(struct cv_notif *n, int s, const struct stat *st, 
     snprintf(self, sizeof self, "/proc/self/fd/%d", s);
     int fifo = S_ISFIFO(st->st_mode);
     int oflags = (flags & ~(O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW | O_PATH)) | O_CLOEXEC | O_NOCTTY;
-    if (flags & O_PATH) oflags = O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | (flags & O_DIRECTORY);
-    int fd = open(self, oflags | (fifo ? O_NONBLOCK : 0));
+    if (flags & CV_O_FD_BY_SOCKET) oflags = O_PATH | O_CLOEXEC | (flags & O_DIRECTORY); /* the held object, a link too */
+    else if (flags & O_PATH) oflags = O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | (flags & O_DIRECTORY);
+    int fd = open(self, oflags | (fifo && !(oflags & O_PATH) ? O_NONBLOCK : 0));
     if (fd < 0) return cv_err(errno);
     if (fifo && !(oflags & O_NONBLOCK)) fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
-    return cv_notif_inject(n, fd, flags & O_CLOEXEC);
+    return cv_notif_give(n, fd, flags);
 }
 
 /* A host or layer file the guest holds, reopened for writing: the sandbox's copy of it, made

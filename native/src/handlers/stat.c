@@ -184,7 +184,15 @@ static struct cv_reply do_readlink(struct cv_notif *n, int dirfd, uint64_t path,
     cv_lpath_scoped struct cv_lpath cwd;
     cv_lpath_init(&cwd);
     ssize_t len;
-    if (fd_only) return cv_err(ENOENT);
+    if (fd_only) { /* an O_PATH fd of a link (the shim's, common/opath_proto.h), else ENOENT */
+        cv_autoclose int fd = cv_guest_fd(&n->g, dirfd);
+        struct stat st;
+        if (fd < 0 || fstat(fd, &st) < 0 || !S_ISLNK(st.st_mode)) return cv_err(fd == -EBADF ? EBADF : ENOENT);
+        len = readlinkat(fd, "", target, sizeof target);
+        if (len < 0) return cv_err(errno);
+        size_t got = (size_t)len < (size_t)size ? (size_t)len : (size_t)size;
+        return reply_write(n, buf, target, got, (int64_t)got);
+    }
     if (v.in_proc) {
         cv_autoclose int pin = cv_proc_pin(n, v.proc.proc_pid);
         len = cv_readlink(v.proc.path, target, sizeof target);

@@ -11,7 +11,9 @@
  *
  * It also answers readlink, and opens of names that do not exist, from the run's answer table
  * (common/answers_fmt.h) when the supervisor answered the same path before: glibc's realpath
- * and a compiler's search of its include directories then cost no notification.
+ * and a compiler's search of its include directories then cost no notification. And it
+ * receives the real fd of an O_PATH open, which the supervisor cannot inject
+ * (common/opath_proto.h).
  *
  * Nothing here is trusted. The filter decides, and the table holds only what the supervisor
  * told this run's guests; a guest without the shim, or one that undoes it, only makes its own
@@ -23,12 +25,14 @@
 #include <link.h>
 #include <stdint.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "common/answers_fmt.h"
+#include "common/opath_proto.h"
 #include "shim/patch.h"
 
 static long raw6(long nr, long a, long b, long c, long d, long e, long f) {
@@ -193,12 +197,38 @@ static long shim_access(const char *path, int mode) {
     return set_errno(raw6(SYS_access, (long)path, mode, 0, 0, 0, 0));
 }
 
+/* An O_PATH open: the supervisor sends the real fd over a socket it gives in its place
+ * (common/opath_proto.h). Anything else that comes back is the answer itself. */
+static int open_path(int dirfd, const char *path, int flags) {
+    long s = raw6(SYS_openat, dirfd, (long)path, flags | CV_O_FD_BY_SOCKET, 0, 0, 0);
+    if (s < 0) return (int)set_errno(s);
+    char tag = 0;
+    struct iovec iov = {&tag, 1};
+    union {
+        char buf[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } u = {0};
+    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf};
+    long got = raw6(SYS_recvmsg, s, (long)&m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC, 0, 0, 0);
+    struct cmsghdr *c = got == 1 && tag == CV_OPATH_TAG ? CMSG_FIRSTHDR(&m) : NULL;
+    if (!c || c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS || c->cmsg_len != CMSG_LEN(sizeof(int)))
+        return (int)s;
+    int fd;
+    __builtin_memcpy(&fd, CMSG_DATA(c), sizeof fd);
+    long r = raw6(SYS_dup3, fd, s, flags & O_CLOEXEC, 0, 0, 0); /* the number a native open gives */
+    raw6(SYS_close, fd, 0, 0, 0, 0, 0);
+    if (r < 0) raw6(SYS_close, s, 0, 0, 0, 0, 0);
+    return r < 0 ? (int)set_errno(r) : (int)s;
+}
+
 static int shim_open(const char *path, int flags, mode_t mode) {
-    return served_missing(path, flags) ? -1 : libc_open(path, flags, mode);
+    if (served_missing(path, flags)) return -1;
+    return (flags & O_PATH) ? open_path(AT_FDCWD, path, flags) : libc_open(path, flags, mode);
 }
 
 static int shim_openat(int fd, const char *path, int flags, mode_t mode) {
-    return served_missing(path, flags) ? -1 : libc_openat(fd, path, flags, mode);
+    if (served_missing(path, flags)) return -1;
+    return (flags & O_PATH) ? open_path(fd, path, flags) : libc_openat(fd, path, flags, mode);
 }
 
 /* The entries as glibc 2.33+ has them on x86-64: the instructions up to and including the

@@ -212,3 +212,56 @@ diffTest(
   "mkfifo f1; stat -c '%n %F %a' f1; (echo through-fifo > f1 &); cat f1; wait; mkfifo f1; " +
     'echo "exit=$?"; mkfifo sub/f2; ls -A sub | sort',
 );
+
+// O_PATH opens as on the host (issue 12): symlinks (the fixture's, a dangling one, a new one),
+// a file and a directory no one may read or list, each used the ways an O_PATH fd can be (and
+// refused the ways it cannot). The supervisor cannot inject an O_PATH file; the shim receives it
+// (native/src/common/opath_proto.h), at the number a native open gives.
+const O_PATH_PY = String.raw`
+import os, stat
+os.symlink("hello.txt", "new-link")
+os.mkdir("locked", 0o311)
+os.close(os.open("locked/inside", os.O_CREAT | os.O_WRONLY, 0o644))
+os.chmod("readonly.txt", 0)
+def attempt(what, fn):
+    try:
+        out = fn()
+        return f"{what}={out}"
+    except OSError as e:
+        return f"{what}:{os.strerror(e.errno)}"
+for name in ["link-to-hello", "dangling", "new-link", "readonly.txt", "locked", "sub"]:
+    flags = os.O_PATH | os.O_NOFOLLOW
+    try:
+        fd = os.open(name, flags)
+    except OSError as e:
+        print(name, "open:", e.strerror)
+        continue
+    st = os.fstat(fd)
+    kind = "link" if stat.S_ISLNK(st.st_mode) else "dir" if stat.S_ISDIR(st.st_mode) else "file"
+    mode = "" if kind == "link" else oct(st.st_mode & 0o7777)
+    print(name, fd, kind, mode,
+          attempt("readlink", lambda: os.readlink("", dir_fd=fd)),
+          attempt("read", lambda: os.read(fd, 1)),
+          attempt("proc", lambda: os.readlink(f"/proc/self/fd/{fd}").rsplit("/", 1)[-1]))
+    def reopen(flags):
+        g = os.open(f"/proc/self/fd/{fd}", flags)
+        kind = stat.S_IFMT(os.fstat(g).st_mode)
+        os.close(g)
+        return kind
+    print(" ", attempt("reopen", lambda: reopen(os.O_RDONLY)), attempt("reopen-path", lambda: reopen(os.O_PATH)))
+    if kind == "dir":
+        print(" ", attempt("listdir", lambda: sorted(os.listdir(fd))),
+              attempt("open-in", lambda: os.close(os.open("inside" if name == "locked" else "nested.txt", os.O_RDONLY, dir_fd=fd))),
+              attempt("stat-in", lambda: os.stat("inside" if name == "locked" else "nested.txt", dir_fd=fd).st_size))
+        here = os.open(".", os.O_RDONLY)
+        print(" ", attempt("fchdir", lambda: os.fchdir(fd)), os.getcwd().rsplit("/", 1)[-1])
+        os.fchdir(here)
+        os.close(here)
+    os.close(fd)
+os.chmod("locked", 0o755)
+os.chmod("readonly.txt", 0o644)
+`;
+
+diffTest("O_PATH opens of symlinks, and of a file and a directory nobody may read", {
+  steps: [{ argv: ["python3", "-c", O_PATH_PY] }],
+});
