@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -15,6 +16,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -64,6 +66,11 @@ static void test_tramp(void) {
     long (*fn)(long, long) = (long (*)(long, long))(uintptr_t)page;
     check(fn(1, 0) == 42 && fn(0, 1) == 42, "the copied instructions run, then the rest");
     munmap(page, 4096);
+}
+
+static void *idle(void *arg) {
+    usleep(200000);
+    return arg;
 }
 
 static void test_loaded(void) {
@@ -125,6 +132,27 @@ static void test_loaded(void) {
         check(n > 0, "readlink through the shim");
         errno = 0;
         check(readlink("/proc/self/exe/x", link, sizeof link) < 0 && errno == ENOTDIR, "readlink's errors");
+        /* read, readv, pread and lseek enter the shim (a check of the copy-up count, none here),
+         * then make the single-threaded syscall, or libc's own multi-threaded path. */
+        const unsigned char *read_entry = dlsym(libc, "read");
+        check(read_entry && read_entry[0] == 0x48 && read_entry[1] == 0xb8, "libc's read now jumps to the shim");
+        int p[2];
+        check(pipe(p) == 0 && write(p[1], "abcdef", 6) == 6, "pipe");
+        char buf[8] = {0};
+        check(read(p[0], buf, 2) == 2 && !memcmp(buf, "ab", 2), "read through the shim");
+        struct iovec iov = {buf, 2};
+        check(readv(p[0], &iov, 1) == 2 && !memcmp(buf, "cd", 2), "readv through the shim");
+        errno = 0;
+        check(pread(p[0], buf, 1, 0) < 0 && errno == ESPIPE, "pread's errors in errno");
+        check(lseek(fd, 3, SEEK_SET) == 3 && pread(fd, buf, 3, 1) == 3 && !memcmp(buf, "ELF", 3),
+              "lseek and pread through the shim");
+        check(lseek(fd, 0, SEEK_CUR) == 3, "pread leaves the offset");
+        pthread_t t; /* a second thread: libc's multi-threaded path (a cancellation point) */
+        check(pthread_create(&t, NULL, idle, NULL) == 0, "thread");
+        check(read(p[0], buf, 2) == 2 && !memcmp(buf, "ef", 2), "read by a multi-threaded process");
+        check(pread(fd, buf, 3, 1) == 3 && !memcmp(buf, "ELF", 3), "pread by a multi-threaded process");
+        pthread_join(t, NULL);
+        close(p[0]), close(p[1]);
     } else {
         check(fstatat_entry[0] != 0x48, "no NULL-path fstat here: libc left alone");
     }

@@ -22,6 +22,9 @@
 #include <stdint.h>
 
 #define CV_ANS_MAGIC "/.cvisor-answers"
+/* Opened (notified, ENOENT) by a guest that saw `copies` move: the supervisor makes its read-only
+ * fds of the files copied up since opens of their copies, as overlayfs fds follow a copy-up. */
+#define CV_FOLLOW_MAGIC "/.cvisor-follow-copies"
 #define CV_ANS_STAMP 0x3173726577736e61ull /* "answrs1" */
 #define CV_ANS_SETS 4096u                  /* a power of two */
 #define CV_ANS_WAYS 4u
@@ -35,7 +38,8 @@ struct cv_ans_head {
     uint32_t slot_size, key_max;
     uint64_t gone_gen; /* atomic: for records of existing names */
     uint64_t made_gen; /* atomic: for ENOENT records */
-    uint64_t pad[3];
+    uint64_t copies;   /* atomic: host and layer files copied up this run: the shim's cue to follow */
+    uint64_t pad[2];
 };
 
 struct cv_ans_slot {

@@ -209,6 +209,28 @@ int cv_guest_fd(struct cv_guest *g, int gfd) {
     return fd;
 }
 
+int cv_guest_file_fds(struct cv_guest *g, struct cv_guest_file *out, int max) {
+    int dfd = cv_guest_open(g, "fd", O_RDONLY | O_DIRECTORY);
+    if (dfd < 0) return dfd;
+    DIR *d = fdopendir(dfd);
+    if (!d) {
+        close(dfd);
+        return -ENOMEM;
+    }
+    int n = 0;
+    struct dirent *de;
+    while (n < max && (de = readdir(d))) {
+        char *end;
+        long fd = strtol(de->d_name, &end, 10);
+        struct stat st;
+        if (*end || end == de->d_name || fd < 0 || fd > INT_MAX) continue;
+        if (fstatat(dirfd(d), de->d_name, &st, 0) == 0 && S_ISREG(st.st_mode))
+            out[n++] = (struct cv_guest_file){(int)fd, st.st_dev, st.st_ino};
+    }
+    closedir(d);
+    return n;
+}
+
 ssize_t cv_guest_link(struct cv_guest *g, const char *what, char *buf, size_t len) {
     ssize_t n;
     if (cv_memo_get(g->memo, CV_MEMO_LINK, 0, what, buf, len, &n, NULL)) return n;

@@ -80,6 +80,13 @@ int cv_guest_addfd(struct cv_guest *g, int fd, int cloexec, int send);
 /* The guest's fd numbers whose file is the inode (dev, ino), up to max of them into out: how
  * many, or -errno. Looked at through /proc/<tid>/fd, one stat each, no fd fetched. */
 int cv_guest_fds_of(struct cv_guest *g, dev_t dev, ino_t ino, int *out, int max);
+/* The guest's fds of regular files, with their inodes, up to max: how many, or -errno. */
+struct cv_guest_file {
+    int fd;
+    dev_t dev;
+    ino_t ino;
+};
+int cv_guest_file_fds(struct cv_guest *g, struct cv_guest_file *out, int max);
 /* Our fd put at the guest's number gfd, replacing the file there (as dup2 would). 0 or -errno. */
 int cv_guest_setfd(struct cv_guest *g, int fd, int gfd, int cloexec);
 

@@ -121,26 +121,88 @@ static int guest_cloexec(struct cv_notif *n, int gfd) {
     return f ? (strtol(f + 8, NULL, 8) & O_CLOEXEC) != 0 : 1;
 }
 
+/* The guest's read-only fd gfd of the old file `was` becomes the same open of its copy at vpath
+ * (checked to be that copy when `want` is given), at the same offset, as overlayfs fds follow a
+ * copy-up. */
+static void follow_fd(struct cv_notif *n, int gfd, const struct stat *was, const char *vpath, const struct stat *want) {
+    cv_autoclose int c = cv_guest_fd(&n->g, gfd); /* the copy we decide on */
+    struct stat st;
+    if (c < 0 || fstat(c, &st) < 0 || st.st_dev != was->st_dev || st.st_ino != was->st_ino) return;
+    int fl = fcntl(c, F_GETFL);
+    if (fl < 0 || (fl & O_ACCMODE) != O_RDONLY || (fl & O_PATH)) return;
+    cv_autoclose int u = cv_ov_open_upper(n->run, vpath, O_RDONLY | (fl & (O_NONBLOCK | O_NOATIME)), 0);
+    struct stat ust;
+    if (u < 0 || (want && (fstat(u, &ust) < 0 || ust.st_dev != want->st_dev || ust.st_ino != want->st_ino))) return;
+    off_t pos = lseek(c, 0, SEEK_CUR);
+    if (pos > 0) lseek(u, pos, SEEK_SET);
+    cv_guest_setfd(&n->g, u, gfd, guest_cloexec(n, gfd));
+}
+
 /* A file was just copied up for this process: its own read-only fds of the old file would go on
- * reading the old bytes and metadata, so each becomes the same open of the copy, at the same
- * offset, as overlayfs fds follow a copy-up. Only with a stable fd table (one thread, no
- * sharer), so the numbers looked at are the ones replaced; other processes' fds are out of
- * reach, since ADDFD places fds only in the caller (ARCHITECTURE, "Differences"). */
+ * reading the old bytes and metadata, so each follows. Only with a stable fd table (one thread,
+ * no sharer), so the numbers looked at are the ones replaced; other processes' fds are out of
+ * reach here, since ADDFD places fds only in the caller: their shim asks (cv_notif_follow_copies). */
 static void follow_copy_up(struct cv_notif *n, const struct stat *was, const char *vpath) {
     if (!cv_guest_fds_stable(&n->g)) return;
     int gfds[64];
     int k = cv_guest_fds_of(&n->g, was->st_dev, was->st_ino, gfds, 64);
+    for (int i = 0; i < k; i++) follow_fd(n, gfds[i], was, vpath, NULL);
+}
+
+static size_t copied_slot(const struct cv_run *r, dev_t dev, ino_t ino) {
+    size_t mask = r->copied_cap * 2 - 1, i = (size_t)(ino * 0x9e3779b97f4a7c15ull ^ dev) & mask;
+    for (; r->copied_index[i]; i = (i + 1) & mask) {
+        const struct cv_copied *c = &r->copied[r->copied_index[i] - 1];
+        if (c->dev == dev && c->ino == ino) break;
+    }
+    return i;
+}
+
+/* Kept for the fds other processes opened before: the old inode (its latest copy), and the copy's. */
+static void remember_copy(struct cv_notif *n, const struct stat *was, const char *vpath) {
+    struct cv_run *r = n->run;
+    cv_autoclose int u = cv_ov_open_upper(r, vpath, O_PATH, 0);
+    struct stat ust;
+    char *v = u >= 0 && fstat(u, &ust) == 0 ? strdup(vpath) : NULL;
+    if (!v) return;
+    if (r->ncopied == r->copied_cap) {
+        size_t cap = r->copied_cap ? r->copied_cap * 2 : 16;
+        struct cv_copied *nc = realloc(r->copied, cap * sizeof *nc);
+        uint32_t *ni = calloc(cap * 2, sizeof *ni);
+        if (!nc || !ni || cap > UINT32_MAX / 2) {
+            free(v), free(ni);
+            if (nc) r->copied = nc;
+            return;
+        }
+        r->copied = nc, r->copied_cap = cap;
+        free(r->copied_index);
+        r->copied_index = ni;
+        for (size_t i = 0; i < r->ncopied; i++)
+            r->copied_index[copied_slot(r, r->copied[i].dev, r->copied[i].ino)] = (uint32_t)i + 1;
+    }
+    size_t slot = copied_slot(r, was->st_dev, was->st_ino);
+    if (r->copied_index[slot]) { /* copied up again (removed and made again, say): the latest */
+        struct cv_copied *c = &r->copied[r->copied_index[slot] - 1];
+        free(c->vpath);
+        *c = (struct cv_copied){was->st_dev, ust.st_dev, was->st_ino, ust.st_ino, v};
+    } else {
+        r->copied[r->ncopied] = (struct cv_copied){was->st_dev, ust.st_dev, was->st_ino, ust.st_ino, v};
+        r->copied_index[slot] = (uint32_t)++r->ncopied;
+    }
+    cv_answers_copied(r);
+}
+
+void cv_notif_follow_copies(struct cv_notif *n) {
+    struct cv_run *r = n->run;
+    if (!r->ncopied || !cv_guest_fds_stable(&n->g)) return;
+    struct cv_guest_file files[256];
+    int k = cv_guest_file_fds(&n->g, files, 256);
     for (int i = 0; i < k; i++) {
-        cv_autoclose int c = cv_guest_fd(&n->g, gfds[i]); /* the copy we decide on */
-        struct stat st;
-        if (c < 0 || fstat(c, &st) < 0 || st.st_dev != was->st_dev || st.st_ino != was->st_ino) continue;
-        int fl = fcntl(c, F_GETFL);
-        if (fl < 0 || (fl & O_ACCMODE) != O_RDONLY || (fl & O_PATH)) continue;
-        cv_autoclose int u = cv_ov_open_upper(n->run, vpath, O_RDONLY | (fl & (O_NONBLOCK | O_NOATIME)), 0);
-        if (u < 0) break;
-        off_t pos = lseek(c, 0, SEEK_CUR);
-        if (pos > 0) lseek(u, pos, SEEK_SET);
-        cv_guest_setfd(&n->g, u, gfds[i], guest_cloexec(n, gfds[i]));
+        uint32_t at = r->copied_index[copied_slot(r, files[i].dev, files[i].ino)];
+        if (!at) continue;
+        const struct cv_copied *c = &r->copied[at - 1];
+        struct stat was = {.st_dev = c->dev, .st_ino = c->ino}, want = {.st_dev = c->udev, .st_ino = c->uino};
+        follow_fd(n, files[i].fd, &was, c->vpath, &want);
     }
 }
 
@@ -179,11 +241,17 @@ void cv_notif_naming(struct cv_notif *n, const char *vpath) {
 
 int cv_notif_copy_up(struct cv_notif *n, const struct cv_vnode *v, int with_data) {
     int e = cv_ov_copy_up(n->run, v, with_data);
-    if (e == 0 && S_ISREG(v->st.st_mode)) follow_copy_up(n, &v->st, v->vpath);
+    if (e == 0 && S_ISREG(v->st.st_mode)) {
+        follow_copy_up(n, &v->st, v->vpath);
+        remember_copy(n, &v->st, v->vpath);
+    }
     return e;
 }
 
 void cv_notif_settle_alias(struct cv_notif *n, const struct cv_vnode *v) {
     struct stat was;
-    if (v->aino && cv_alias_drop(n->run, v->adev, v->aino, &was) > 0) follow_copy_up(n, &was, v->vpath);
+    if (v->aino && cv_alias_drop(n->run, v->adev, v->aino, &was) > 0) {
+        follow_copy_up(n, &was, v->vpath);
+        remember_copy(n, &was, v->vpath);
+    }
 }

@@ -140,6 +140,10 @@ struct cv_reply cv_h_open(struct cv_notif *n) {
     char path[PATH_MAX];
     int r = cv_guest_path_owed(&n->g, path_addr, path, sizeof path); /* cv_vresolve settles */
     if (r < 0) return cv_err(-r);
+    if (!strcmp(path, CV_FOLLOW_MAGIC)) { /* the shim saw a copy-up: its fds follow */
+        cv_notif_follow_copies(n);
+        return cv_err(ENOENT);
+    }
     if (!strcmp(path, CV_ANS_MAGIC)) { /* the shim asks for the answer table */
         if (writes(flags) || (flags & (O_CREAT | O_PATH))) return cv_err(EACCES);
         int fd = cv_answers_fd(n->run);

@@ -9,12 +9,16 @@
 
 #define CV_SHIM_JUMP_LEN 12
 
-/* The code at fn is exactly expect, and expect covers the whole jump. */
-static inline int cv_shim_matches(const unsigned char *fn, const unsigned char *expect, size_t len) {
-    if (len < CV_SHIM_JUMP_LEN) return 0;
+/* The len bytes at fn are exactly expect. */
+static inline int cv_shim_same(const unsigned char *fn, const unsigned char *expect, size_t len) {
     for (size_t i = 0; i < len; i++) /* by hand: the shim needs no memcmp of a newer glibc */
         if (fn[i] != expect[i]) return 0;
     return 1;
+}
+
+/* The code at fn is exactly expect, and expect covers the whole jump. */
+static inline int cv_shim_matches(const unsigned char *fn, const unsigned char *expect, size_t len) {
+    return len >= CV_SHIM_JUMP_LEN && cv_shim_same(fn, expect, len);
 }
 
 /* The length of an endbr64 at fn (a CET build's function entry), or 0. */

@@ -11,9 +11,10 @@
  *
  * It also answers readlink, and opens of names that do not exist, from the run's answer table
  * (common/answers_fmt.h) when the supervisor answered the same path before: glibc's realpath
- * and a compiler's search of its include directories then cost no notification. And it
- * receives the real fd of an O_PATH open, which the supervisor cannot inject
- * (common/opath_proto.h).
+ * and a compiler's search of its include directories then cost no notification. It receives
+ * the real fd of an O_PATH open, which the supervisor cannot inject (common/opath_proto.h). And
+ * before read, readv, pread, lseek and fstat it checks the table's count of copy-ups, so that its
+ * fds of files another process copied up follow the copies, as overlayfs fds do.
  *
  * Nothing here is trusted. The filter decides, and the table holds only what the supervisor
  * told this run's guests; a guest without the shim, or one that undoes it, only makes its own
@@ -56,6 +57,7 @@ static long set_errno(long r) {
 }
 
 static int served_enoent(const char *path);
+static void follow_copies(void);
 
 /* The filter's test, made here first: an fd (not AT_FDCWD), AT_EMPTY_PATH and the path "". */
 static const char *fd_only(long fd, const char *path, long flags) {
@@ -76,12 +78,16 @@ static int statx_missing(const char *path, long flags, long mask) {
 
 static int shim_fstatat(int fd, const char *path, struct stat *buf, int flags) {
     if (stat_missing(path, flags)) return -1;
-    return (int)set_errno(raw6(SYS_newfstatat, fd, (long)fd_only(fd, path, flags), (long)buf, flags, 0, 0));
+    const char *p = fd_only(fd, path, flags);
+    if (!p) follow_copies(); /* fstat: the fd's file may have been copied up */
+    return (int)set_errno(raw6(SYS_newfstatat, fd, (long)p, (long)buf, flags, 0, 0));
 }
 
 static int shim_statx(int fd, const char *path, int flags, unsigned mask, void *buf) {
     if (statx_missing(path, flags, mask)) return -1;
-    return (int)set_errno(raw6(SYS_statx, fd, (long)fd_only(fd, path, flags), flags, mask, (long)buf, 0));
+    const char *p = fd_only(fd, path, flags);
+    if (!p) follow_copies();
+    return (int)set_errno(raw6(SYS_statx, fd, (long)p, flags, mask, (long)buf, 0));
 }
 
 static long shim_syscall(long nr, long a, long b, long c, long d, long e, long f) {
@@ -135,6 +141,51 @@ static const struct cv_ans_head *table(void) {
         t = none;
     }
     return t == NO_TABLE ? NULL : t;
+}
+
+/* An fd opened on a host file before another process copied it up would go on reading the old
+ * bytes: the table counts copy-ups, and a process that sees the count move asks the supervisor
+ * (a notified open of CV_FOLLOW_MAGIC) to make its fds of those files opens of their copies,
+ * as overlayfs fds follow a copy-up. Checked before the calls that read an fd's data or size. */
+static uint64_t copies_seen;
+
+static void follow_copies(void) {
+    const struct cv_ans_head *t = table();
+    if (!t) return;
+    uint64_t now = __atomic_load_n(&t->copies, __ATOMIC_ACQUIRE);
+    if (now == __atomic_load_n(&copies_seen, __ATOMIC_RELAXED)) return;
+    __atomic_store_n(&copies_seen, now, __ATOMIC_RELAXED);
+    raw6(SYS_openat, AT_FDCWD, (long)CV_FOLLOW_MAGIC, O_RDONLY | O_CLOEXEC, 0, 0, 0); /* answers ENOENT */
+}
+
+/* read, readv and pread64 keep libc's multi-threaded path (a cancellation point, a function of
+ * its own); a single-threaded caller gets the syscall, as libc's own fast path makes it. */
+static const volatile unsigned char *single_threaded; /* __libc_single_threaded */
+static ssize_t (*libc_read_mt)(int, void *, size_t);
+static ssize_t (*libc_readv_mt)(int, const void *, int);
+static ssize_t (*libc_pread_mt)(int, void *, size_t, off_t);
+
+static ssize_t shim_read(int fd, void *buf, size_t n) {
+    follow_copies();
+    if (*single_threaded) return set_errno(raw6(SYS_read, fd, (long)buf, (long)n, 0, 0, 0));
+    return libc_read_mt(fd, buf, n);
+}
+
+static ssize_t shim_readv(int fd, const void *iov, int count) {
+    follow_copies();
+    if (*single_threaded) return set_errno(raw6(SYS_readv, fd, (long)iov, count, 0, 0, 0));
+    return libc_readv_mt(fd, iov, count);
+}
+
+static ssize_t shim_pread(int fd, void *buf, size_t n, off_t off) {
+    follow_copies();
+    if (*single_threaded) return set_errno(raw6(SYS_pread64, fd, (long)buf, (long)n, (long)off, 0, 0));
+    return libc_pread_mt(fd, buf, n, off);
+}
+
+static off_t shim_lseek(int fd, off_t off, int whence) {
+    follow_copies();
+    return set_errno(raw6(SYS_lseek, fd, (long)off, whence, 0, 0, 0));
 }
 
 /* readlink's answer from the table: 1 and *out (errno set when -1), or 0 to ask the kernel.
@@ -258,6 +309,17 @@ static const unsigned char ACCESS[] = {0xb8, 0x15, 0x00, 0x00, 0x00,            
                                        0x0f, 0x05,                              /* syscall */
                                        0x48, 0x3d, 0x00, 0xf0, 0xff, 0xff};     /* cmp $-4096,%rax */
 
+static const unsigned char LSEEK[] = {0xb8, 0x08, 0x00, 0x00, 0x00,            /* mov $SYS_lseek,%eax */
+                                      0x0f, 0x05,                              /* syscall */
+                                      0x48, 0x3d, 0x00, 0xf0, 0xff, 0xff};     /* cmp $-4096,%rax */
+
+/* read, readv and pread64 (glibc 2.34+) begin `cmpb $0,__libc_single_threaded(%rip)`, then MID,
+ * `je MT` (the multi-threaded path), then TAIL: the single-threaded syscall. */
+static const unsigned char READ_TAIL[] = {0x31, 0xc0, 0x0f, 0x05};                      /* xor %eax,%eax; syscall */
+static const unsigned char READV_TAIL[] = {0xb8, 0x13, 0x00, 0x00, 0x00, 0x0f, 0x05};    /* mov $SYS_readv; syscall */
+static const unsigned char PREAD_MID[] = {0x49, 0x89, 0xca};                            /* mov %rcx,%r10 */
+static const unsigned char PREAD_TAIL[] = {0xb8, 0x11, 0x00, 0x00, 0x00, 0x0f, 0x05};    /* mov $SYS_pread64; syscall */
+
 /* open and openat begin with their frame's set-up: whole instructions, none relative to where
  * it runs, so a trampoline can run them and jump back to the rest. */
 static const unsigned char OPEN[] = {0x55,                   /* push %rbp */
@@ -345,6 +407,33 @@ static unsigned char *entry(const char *name, const unsigned char *expect, size_
     return cv_shim_matches(fn, expect, len) ? fn : NULL;
 }
 
+/* The entry of name when it is the split above: *single and *mt set; else NULL. The MT path must
+ * begin with its own frame (sub $N,%rsp): it is then called as a function with our arguments. */
+static unsigned char *split_entry(const char *name, const unsigned char *mid, size_t midlen,
+                                  const unsigned char *tail, size_t taillen,
+                                  const volatile unsigned char **single, void **mt) {
+    struct lookup l = {"libc.so.6", name, NULL};
+    dl_iterate_phdr(find_in, &l);
+    unsigned char *fn = l.addr;
+    if (!fn) return NULL;
+    fn += cv_shim_endbr(fn);
+    if (fn[0] != 0x80 || fn[1] != 0x3d || fn[6] != 0x00) return NULL; /* cmpb $0,disp32(%rip) */
+    int32_t disp = (int32_t)((uint32_t)fn[2] | (uint32_t)fn[3] << 8 | (uint32_t)fn[4] << 16 | (uint32_t)fn[5] << 24);
+    size_t at = 7;
+    if (!cv_shim_same(fn + at, mid, midlen)) return NULL;
+    at += midlen;
+    if (fn[at] != 0x74 || (signed char)fn[at + 1] <= 0) return NULL; /* je MT, forward */
+    unsigned char *slow = fn + at + 2 + (signed char)fn[at + 1];
+    at += 2;
+    if (!cv_shim_same(fn + at, tail, taillen) || at + taillen < CV_SHIM_JUMP_LEN) return NULL;
+    if (slow[0] != 0x48 || slow[1] != 0x83 || slow[2] != 0xec) return NULL;
+    const volatile unsigned char *flag = fn + 7 + disp;
+    if (*single && *single != flag) return NULL; /* one flag for all of them */
+    *single = flag;
+    *mt = slow;
+    return fn;
+}
+
 static int patch(unsigned char *fn, void *to) {
     unsigned char jump[CV_SHIM_JUMP_LEN];
     cv_shim_jump(jump, (uintptr_t)to);
@@ -396,6 +485,15 @@ __attribute__((constructor)) static void cv_shim_init(void) {
     redirect("readlink", READLINK, sizeof READLINK, (void *)shim_readlink);
     redirect("readlinkat", READLINKAT, sizeof READLINKAT, (void *)shim_readlinkat);
     redirect("access", ACCESS, sizeof ACCESS, (void *)shim_access);
+    redirect("lseek64", LSEEK, sizeof LSEEK, (void *)shim_lseek);
+    unsigned char *fn;
+    if ((fn = split_entry("read", NULL, 0, READ_TAIL, sizeof READ_TAIL, &single_threaded, (void **)&libc_read_mt)))
+        patch(fn, (void *)shim_read);
+    if ((fn = split_entry("readv", NULL, 0, READV_TAIL, sizeof READV_TAIL, &single_threaded, (void **)&libc_readv_mt)))
+        patch(fn, (void *)shim_readv);
+    if ((fn = split_entry("pread64", PREAD_MID, sizeof PREAD_MID, PREAD_TAIL, sizeof PREAD_TAIL, &single_threaded,
+                          (void **)&libc_pread_mt)))
+        patch(fn, (void *)shim_pread);
 
     long page = raw6(SYS_mmap, 0, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (page < 0 && page > -4096) return;

@@ -67,7 +67,8 @@ static struct cv_answers *table(struct cv_run *r, int make) {
                                             .slot_size = sizeof(struct cv_ans_slot),
                                             .key_max = CV_ANS_KEY_MAX,
                                             .gone_gen = 1,
-                                            .made_gen = 1};
+                                            .made_gen = 1,
+                                            .copies = __atomic_load_n(&r->copies, __ATOMIC_ACQUIRE)};
             __atomic_store_n(&r->answers, a, __ATOMIC_RELEASE);
         }
     }
@@ -82,6 +83,12 @@ int cv_answers_fd(struct cv_run *r) {
     snprintf(self, sizeof self, "/proc/self/fd/%d", a->fd);
     int fd = open(self, O_RDONLY | O_CLOEXEC);
     return fd < 0 ? -errno : fd;
+}
+
+void cv_answers_copied(struct cv_run *r) {
+    uint64_t n = __atomic_add_fetch(&r->copies, 1, __ATOMIC_ACQ_REL);
+    struct cv_answers *a = table(r, 0);
+    if (a) __atomic_store_n(&a->head->copies, n, __ATOMIC_RELEASE);
 }
 
 struct cv_ans_gens cv_answers_gens(struct cv_run *r) {

@@ -549,6 +549,9 @@ static void run_destroy(struct cv_run *r) {
     cv_lower_cache_free(r);
     cv_wmemo_free(r);
     cv_answers_free(r);
+    for (size_t i = 0; i < r->ncopied; i++) free(r->copied[i].vpath);
+    free(r->copied);
+    free(r->copied_index);
     for (size_t i = 0; i < r->ncwd; i++) {
         free(r->cwds[i].vpath);
         if (r->cwds[i].fd >= 0) close(r->cwds[i].fd);

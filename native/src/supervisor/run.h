@@ -62,6 +62,13 @@ struct cv_cwd {
     int fd;                   /* the directory itself (O_PATH): still there if it is removed */
 };
 
+/* A host or layer file copied up: the inode an fd opened before holds, and its copy. */
+struct cv_copied {
+    dev_t dev, udev;
+    ino_t ino, uino;
+    char *vpath; /* where the copy was made */
+};
+
 /* A directory a rename brought up from the host or a read-only layer (overlay/moved.h). */
 struct cv_moved {
     char *from; /* its virtual path before */
@@ -100,6 +107,10 @@ struct cv_run {
     struct cv_lcache *lcache;   /* their directory listings (overlay/lowers.c) */
     struct cv_wmemo *wmemo;     /* directories the walk found in them (overlay/walkmemo.c) */
     struct cv_answers *answers; /* answers the guests' shim serves again (supervisor/answers.c) */
+    struct cv_copied *copied;   /* files copied up this run, for fds opened before (handlers/notif.c) */
+    size_t ncopied, copied_cap;
+    uint32_t *copied_index;     /* open addressing by inode: 1 + an index into copied, 0 empty */
+    uint64_t copies;            /* how many: the answer table's count */
     int stdio[3];
     dev_t stdio_rdev[3]; /* terminal devices among the stdio fds (0: none) */
     int network;              /* enum cv_network */

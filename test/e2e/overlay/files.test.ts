@@ -265,3 +265,28 @@ os.chmod("readonly.txt", 0o644)
 diffTest("O_PATH opens of symlinks, and of a file and a directory nobody may read", {
   steps: [{ argv: ["python3", "-c", O_PATH_PY] }],
 });
+
+// An fd opened on a host file before another process writes the file (copying it up) reads
+// what was written, as overlayfs fds follow a copy-up (issue 12): read, pread, readv, fstat and
+// lseek of a raw fd, and Python's buffered file. The shim sees the run's count of copy-ups move
+// and has the supervisor make its fds opens of the copies (native/src/common/answers_fmt.h).
+const FOLLOW_COPY_UP_PY = String.raw`
+import os, subprocess
+fd = os.open("hello.txt", os.O_RDONLY)
+print(os.read(fd, 5))
+subprocess.run(["sh", "-c", "echo appended >> hello.txt"], check=True)
+print(os.read(fd, 100))
+print(os.fstat(fd).st_size, os.pread(fd, 100, 0), os.lseek(fd, 0, os.SEEK_END))
+f = open("sub/nested.txt")
+first = f.readline()
+subprocess.run(["sh", "-c", "echo more >> sub/nested.txt"], check=True)
+print(repr(first), repr(f.read()))
+fd2 = os.open("data.bin", os.O_RDONLY)
+subprocess.run(["sh", "-c", "printf NEW | dd of=data.bin conv=notrunc status=none"], check=True)
+buf = bytearray(3)
+print(os.readv(fd2, [buf]), bytes(buf))
+`;
+
+diffTest("an fd opened before another process writes the file reads what it wrote", {
+  steps: [{ argv: ["python3", "-c", FOLLOW_COPY_UP_PY] }],
+});
