@@ -818,6 +818,9 @@ int cv_vnode_open_lower(const struct cv_vnode *v, int flags) {
 int cv_vnode_upper_parent(struct cv_run *r, const struct cv_vnode *v) {
     if (v->pup < 0 || !*v->name || v->in_proc) return cv_ov_upper_parent(r, v->vpath);
     int fd = cv_reopen_dir(v->pup, O_RDONLY | O_DIRECTORY);
+    /* One its owner may write and search but not read (0311): its own O_PATH fd serves the *at
+     * calls made in it (may_change checked the write and search permission). */
+    if (fd < 0 && errno == EACCES) fd = fcntl(v->pup, F_DUPFD_CLOEXEC, 3);
     return fd < 0 ? -errno : fd;
 }
 
