@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 ssize_t cv_read_full(int fd, void *buf, size_t len) {
     size_t done = 0;
@@ -42,6 +43,22 @@ int cv_path_under(const char *path, const char *dir) {
     size_t l = strlen(dir);
     if (l == 1 && dir[0] == '/') return 1;
     return !strncmp(path, dir, l) && (path[l] == 0 || path[l] == '/');
+}
+
+int cv_send_fd(int sock, int fd, char tag) {
+    struct iovec iov = {&tag, 1};
+    union {
+        struct cmsghdr h;
+        char buf[CMSG_SPACE(sizeof(int))];
+    } ctl;
+    memset(&ctl, 0, sizeof ctl);
+    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf, .msg_controllen = sizeof ctl.buf};
+    struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(c), &fd, sizeof fd);
+    return CV_RETRY(sendmsg(sock, &m, MSG_NOSIGNAL)) < 0 ? -errno : 0;
 }
 
 int cv_reopen_dir(int fd, int flags) {

@@ -43,6 +43,8 @@ int cv_path_under(const char *path, const char *dir);
 /* Another open file description of the directory fd (O_CLOEXEC added): openat(fd, ".") needs
  * search permission on it, so a readable one without (0600) is reopened through procfs. */
 int cv_reopen_dir(int fd, int flags);
+/* Send fd over the unix socket sock (SCM_RIGHTS) with the one byte tag. 0 or -errno. */
+int cv_send_fd(int sock, int fd, char tag);
 ssize_t cv_readlinkat(int dirfd, const char *path, char *buf, size_t len);
 /* Read a small file (e.g. under /proc) into buf, NUL-terminated. Returns length or -errno. */
 ssize_t cv_read_small(const char *path, char *buf, size_t len);

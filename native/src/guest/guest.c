@@ -209,28 +209,6 @@ int cv_guest_fd(struct cv_guest *g, int gfd) {
     return fd;
 }
 
-int cv_guest_file_fds(struct cv_guest *g, struct cv_guest_file *out, int max) {
-    int dfd = cv_guest_open(g, "fd", O_RDONLY | O_DIRECTORY);
-    if (dfd < 0) return dfd;
-    DIR *d = fdopendir(dfd);
-    if (!d) {
-        close(dfd);
-        return -ENOMEM;
-    }
-    int n = 0;
-    struct dirent *de;
-    while (n < max && (de = readdir(d))) {
-        char *end;
-        long fd = strtol(de->d_name, &end, 10);
-        struct stat st;
-        if (*end || end == de->d_name || fd < 0 || fd > INT_MAX) continue;
-        if (fstatat(dirfd(d), de->d_name, &st, 0) == 0 && S_ISREG(st.st_mode))
-            out[n++] = (struct cv_guest_file){(int)fd, st.st_dev, st.st_ino};
-    }
-    closedir(d);
-    return n;
-}
-
 ssize_t cv_guest_link(struct cv_guest *g, const char *what, char *buf, size_t len) {
     ssize_t n;
     if (cv_memo_get(g->memo, CV_MEMO_LINK, 0, what, buf, len, &n, NULL)) return n;
@@ -273,7 +251,9 @@ int cv_guest_addfd(struct cv_guest *g, int fd, int cloexec, int send) {
     return r;
 }
 
-int cv_guest_fds_of(struct cv_guest *g, dev_t dev, ino_t ino, int *out, int max) {
+/* fn(arg, fd, its stat) for each of the guest's fds, through /proc/<tid>/fd, one stat each, no fd
+ * fetched, until fn says stop (nonzero). 0 or -errno. */
+static int each_fd(struct cv_guest *g, int (*fn)(void *arg, int fd, const struct stat *st), void *arg) {
     /* The directory fd stays the task's even if the tid is reused, so one check covers the scan. */
     int dfd = cv_guest_open(g, "fd", O_RDONLY | O_DIRECTORY);
     if (dfd < 0) return dfd;
@@ -282,17 +262,52 @@ int cv_guest_fds_of(struct cv_guest *g, dev_t dev, ino_t ino, int *out, int max)
         close(dfd);
         return -ENOMEM;
     }
-    int n = 0;
     struct dirent *de;
-    while (n < max && (de = readdir(d))) {
+    int stop = 0;
+    while (!stop && (de = readdir(d))) {
         char *end;
         long fd = strtol(de->d_name, &end, 10);
         struct stat st;
         if (*end || end == de->d_name || fd < 0 || fd > INT_MAX) continue;
-        if (fstatat(dirfd(d), de->d_name, &st, 0) == 0 && st.st_dev == dev && st.st_ino == ino) out[n++] = (int)fd;
+        if (fstatat(dirfd(d), de->d_name, &st, 0) == 0) stop = fn(arg, (int)fd, &st);
     }
     closedir(d);
-    return n;
+    return 0;
+}
+
+struct fds_of {
+    dev_t dev;
+    ino_t ino;
+    int *out, n, max;
+};
+
+static int fd_of(void *arg, int fd, const struct stat *st) {
+    struct fds_of *a = arg;
+    if (st->st_dev == a->dev && st->st_ino == a->ino) a->out[a->n++] = fd;
+    return a->n == a->max;
+}
+
+int cv_guest_fds_of(struct cv_guest *g, dev_t dev, ino_t ino, int *out, int max) {
+    struct fds_of a = {dev, ino, out, 0, max};
+    int e = max > 0 ? each_fd(g, fd_of, &a) : 0;
+    return e < 0 ? e : a.n;
+}
+
+struct file_fds {
+    struct cv_guest_file *out;
+    int n, max;
+};
+
+static int file_fd(void *arg, int fd, const struct stat *st) {
+    struct file_fds *a = arg;
+    if (S_ISREG(st->st_mode)) a->out[a->n++] = (struct cv_guest_file){fd, st->st_dev, st->st_ino};
+    return a->n == a->max;
+}
+
+int cv_guest_file_fds(struct cv_guest *g, struct cv_guest_file *out, int max) {
+    struct file_fds a = {out, 0, max};
+    int e = max > 0 ? each_fd(g, file_fd, &a) : 0;
+    return e < 0 ? e : a.n;
 }
 
 int cv_guest_setfd(struct cv_guest *g, int fd, int gfd, int cloexec) {

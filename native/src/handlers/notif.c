@@ -48,24 +48,12 @@ static struct cv_reply inject_by_socket(struct cv_notif *n, int fd) {
         close(fd);
         return cv_err(errno);
     }
-    char tag = CV_OPATH_TAG;
-    struct iovec iov = {&tag, 1};
-    union {
-        char buf[CMSG_SPACE(sizeof(int))];
-        struct cmsghdr align;
-    } u = {0};
-    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf};
-    struct cmsghdr *c = CMSG_FIRSTHDR(&m);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int));
-    memcpy(CMSG_DATA(c), &fd, sizeof fd);
-    int e = sendmsg(sv[0], &m, MSG_NOSIGNAL) < 0 ? errno : 0;
+    int e = cv_send_fd(sv[0], fd, CV_OPATH_TAG);
     close(fd);
     close(sv[0]);
-    if (e) {
+    if (e < 0) {
         close(sv[1]);
-        return cv_err(e);
+        return cv_err(-e);
     }
     return cv_notif_inject(n, sv[1], 1);
 }

@@ -35,23 +35,6 @@ static pthread_cond_t finished = PTHREAD_COND_INITIALIZER;
 static struct spawn_req *queue;
 static int thread_started;
 
-static void send_fd(int sock, int fd) {
-    char data = 'r';
-    struct iovec iov = {&data, 1};
-    union {
-        struct cmsghdr h;
-        char buf[CMSG_SPACE(sizeof(int))];
-    } ctl;
-    memset(&ctl, 0, sizeof ctl);
-    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf, .msg_controllen = sizeof ctl.buf};
-    struct cmsghdr *c = CMSG_FIRSTHDR(&m);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int));
-    memcpy(CMSG_DATA(c), &fd, sizeof fd);
-    CV_RETRY(sendmsg(sock, &m, MSG_NOSIGNAL));
-}
-
 static int above_targets(int fd) {
     if (fd < 0 || fd > CV_HELPER_GO_FD + 1) return fd;
     int moved = fcntl(fd, F_DUPFD_CLOEXEC, CV_HELPER_GO_FD + 2);
@@ -160,7 +143,7 @@ static int do_spawn(struct cv_run *r, char *msg, size_t msglen) {
          * reports; the message here is the more precise one. */
         int built = cv_ruleset_for(r, msg, msglen);
         if (built >= 0) {
-            send_fd(sock[0], built);
+            cv_send_fd(sock[0], built, 'r');
             close(built);
         }
         close(sock[0]);

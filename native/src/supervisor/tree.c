@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/util.h"
 #include "run.h"
@@ -126,6 +127,10 @@ int cv_tree_each(const struct cv_run *r, pid_t pgrp, int (*fn)(pid_t, void *), v
 /* From each of its threads' children lists where the kernel keeps them; else found by their
  * parent links in every /proc/<pid>/stat. */
 static int children_listed(pid_t parent, pid_t *out, int max) {
+    static int kept; /* does the kernel keep children lists: 0 not asked yet, 1 yes, -1 no */
+    int k = __atomic_load_n(&kept, __ATOMIC_RELAXED);
+    if (!k) __atomic_store_n(&kept, k = access("/proc/thread-self/children", F_OK) == 0 ? 1 : -1, __ATOMIC_RELAXED);
+    if (k < 0) return -1;
     char path[64];
     snprintf(path, sizeof path, "/proc/%d/task", (int)parent);
     DIR *d = opendir(path);

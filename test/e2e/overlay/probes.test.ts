@@ -7,9 +7,9 @@
 //   - mknod of a character device: natively as root it succeeds (CAP_MKNOD); a sandbox's root
 //     has no CAP_MKNOD, so it fails with EPERM there (unprivileged, both fail with EPERM). The
 //     probe removes the node it made so the trees still compare; only that line is masked.
-//   - an fd the guest opened on a host file keeps showing the host file after the file is
-//     copied up (changed through its path, or through that fd's metadata calls) or unlinked:
-//     fstat of such an fd is masked (overlayfs differs here: its fds follow the copy-up).
+//   - an fd the guest opened on a host directory keeps showing the host directory's mode after
+//     a change through it, and one of a host file its link count after the file is unlinked
+//     (a file's fds follow its copy-up, docs/ARCHITECTURE.md): fstat of such an fd is masked.
 //   - linkat(AT_EMPTY_PATH) of an O_TMPFILE needs CAP_DAC_READ_SEARCH, which a sandbox's root
 //     lacks: the probe links through /proc/self/fd/N instead (AT_SYMLINK_FOLLOW), which needs
 //     no capability, so that part is compared.
