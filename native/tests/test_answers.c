@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -171,6 +172,43 @@ static void test_torn(void) {
     munmap(t, size);
 }
 
+/* The old inodes of copied-up files, which a multi-threaded guest's shim checks an fd against
+ * before it asks: listed before the count moves, those copied before the table was made too,
+ * and "cannot tell" past what the list holds. */
+static void test_copied(void) {
+    struct cv_run *r = cv_run_new("/bin/true");
+    r->copied_cap = CV_ANS_COPIED + 1;
+    r->copied = calloc(r->copied_cap, sizeof *r->copied);
+    if (!r->copied) {
+        cv_run_free(r);
+        return;
+    }
+    r->copied[r->ncopied++] = (struct cv_copied){.dev = 1, .ino = 10};
+    cv_answers_copied(r);
+    int fd = cv_answers_fd(r);
+    const struct cv_ans_head *t = fd < 0 ? MAP_FAILED : mmap(NULL, CV_ANS_BYTES, PROT_READ, MAP_SHARED, fd, 0);
+    check(t != MAP_FAILED, "the table maps");
+    if (t == MAP_FAILED) {
+        if (fd >= 0) close(fd);
+        cv_run_free(r);
+        return;
+    }
+    check(t->copies == 1 && cv_ans_was_copied(t, 1, 10), "a copy made before the table is listed");
+    check(!cv_ans_was_copied(t, 1, 11) && !cv_ans_was_copied(t, 2, 10), "no other inode is");
+    r->copied[r->ncopied++] = (struct cv_copied){.dev = 1, .ino = 11};
+    cv_answers_copied(r);
+    check(t->copies == 2 && cv_ans_was_copied(t, 1, 11), "a later one is listed when the count moves");
+    for (; r->ncopied < CV_ANS_COPIED; r->ncopied++) r->copied[r->ncopied] = (struct cv_copied){.dev = 3, .ino = r->ncopied};
+    cv_answers_copied(r);
+    check(!cv_ans_was_copied(t, 9, 9) && cv_ans_was_copied(t, 3, CV_ANS_COPIED - 1), "a full list still tells");
+    r->copied[r->ncopied++] = (struct cv_copied){.dev = 4, .ino = 4};
+    cv_answers_copied(r);
+    check(cv_ans_was_copied(t, 9, 9), "past what it holds, any file may have been copied (the guest asks)");
+    munmap((void *)(uintptr_t)t, CV_ANS_BYTES);
+    close(fd);
+    cv_run_free(r);
+}
+
 static void test_watched(void) {
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
@@ -191,6 +229,7 @@ int main(void) {
     test_keys();
     test_table();
     test_torn();
+    test_copied();
     test_watched();
     printf("answers: %lu passed, %lu failed\n", passed, failed);
     return failed != 0;

@@ -23,14 +23,16 @@
 
 #define CV_ANS_MAGIC "/.cvisor-answers"
 /* Opened (notified, ENOENT) by a guest that saw `copies` move: the supervisor makes its read-only
- * fds of the files copied up since opens of their copies, as overlayfs fds follow a copy-up. */
+ * fds of the files copied up since opens of their copies, as overlayfs fds follow a copy-up.
+ * A multi-threaded guest names the one fd it is about to read: CV_FOLLOW_MAGIC "/<fd>". */
 #define CV_FOLLOW_MAGIC "/.cvisor-follow-copies"
-#define CV_ANS_STAMP 0x3173726577736e61ull /* "answrs1" */
+#define CV_ANS_STAMP 0x3273726577736e61ull /* "answrs2" */
 #define CV_ANS_SETS 4096u                  /* a power of two */
 #define CV_ANS_WAYS 4u
 #define CV_ANS_KEY_MAX 255u
 #define CV_ANS_VAL_MAX 255u
 #define CV_ANS_TTL_NS 1000000000ull
+#define CV_ANS_COPIED 1024u /* old inodes of copied-up files the table lists; past that a guest asks */
 
 struct cv_ans_head {
     uint64_t stamp;
@@ -39,7 +41,8 @@ struct cv_ans_head {
     uint64_t gone_gen; /* atomic: for records of existing names */
     uint64_t made_gen; /* atomic: for ENOENT records */
     uint64_t copies;   /* atomic: host and layer files copied up this run: the shim's cue to follow */
-    uint64_t pad[2];
+    uint64_t ncopied;  /* atomic: the distinct old inodes among them, listed after the slots */
+    uint64_t pad;
 };
 
 struct cv_ans_slot {
@@ -53,7 +56,27 @@ struct cv_ans_slot {
     char val[CV_ANS_VAL_MAX + 1];
 };
 
-#define CV_ANS_BYTES (sizeof(struct cv_ans_head) + (uint64_t)CV_ANS_SETS * CV_ANS_WAYS * sizeof(struct cv_ans_slot))
+struct cv_ans_copied {
+    uint64_t dev, ino; /* written before ncopied counts it, then never again */
+};
+
+#define CV_ANS_SLOTS_END (sizeof(struct cv_ans_head) + (uint64_t)CV_ANS_SETS * CV_ANS_WAYS * sizeof(struct cv_ans_slot))
+#define CV_ANS_BYTES (CV_ANS_SLOTS_END + (uint64_t)CV_ANS_COPIED * sizeof(struct cv_ans_copied))
+
+static inline struct cv_ans_copied *cv_ans_copied_list(const struct cv_ans_head *t) {
+    return (struct cv_ans_copied *)(void *)((char *)(uintptr_t)t + CV_ANS_SLOTS_END);
+}
+
+/* Whether a file of inode (dev, ino) was copied up this run: 1 also when the list is too long
+ * to tell (the supervisor checks). */
+static inline int cv_ans_was_copied(const struct cv_ans_head *t, uint64_t dev, uint64_t ino) {
+    uint64_t n = __atomic_load_n(&t->ncopied, __ATOMIC_ACQUIRE);
+    if (n > CV_ANS_COPIED) return 1;
+    const struct cv_ans_copied *c = cv_ans_copied_list(t);
+    for (uint64_t i = 0; i < n; i++)
+        if (c[i].ino == ino && c[i].dev == dev) return 1;
+    return 0;
+}
 
 static inline uint32_t cv_ans_hash(const char *s, uint32_t len) {
     uint32_t h = 2166136261u; /* FNV-1a */

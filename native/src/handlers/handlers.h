@@ -63,8 +63,8 @@ struct cv_reply cv_notif_inject(struct cv_notif *n, int fd, int cloexec);
  * (fd opened O_PATH) through a socket when the shim asked for it (common/opath_proto.h). */
 struct cv_reply cv_notif_give(struct cv_notif *n, int fd, int flags);
 /* The guest's read-only fds of files copied up this run become opens of their copies (asked by
- * its shim, CV_FOLLOW_MAGIC; a stable fd table only). */
-void cv_notif_follow_copies(struct cv_notif *n);
+ * its shim, CV_FOLLOW_MAGIC): all of them with a stable fd table, else only gfd (if >= 0). */
+void cv_notif_follow_copies(struct cv_notif *n, int gfd);
 /* cv_ov_copy_up, and then the caller's own read-only fds of the old file follow the copy. */
 int cv_notif_copy_up(struct cv_notif *n, const struct cv_vnode *v, int with_data);
 /* Before an upper file changes: if it stands for the host file it was linked from

@@ -129,7 +129,8 @@ static void follow_fd(struct cv_notif *n, int gfd, const struct stat *was, const
 /* A file was just copied up for this process: its own read-only fds of the old file would go on
  * reading the old bytes and metadata, so each follows. Only with a stable fd table (one thread,
  * no sharer), so the numbers looked at are the ones replaced; other processes' fds are out of
- * reach here, since ADDFD places fds only in the caller: their shim asks (cv_notif_follow_copies). */
+ * reach here, since ADDFD places fds only in the caller: their shim asks (cv_notif_follow_copies),
+ * as does this process's after it, when it has other threads. */
 static void follow_copy_up(struct cv_notif *n, const struct stat *was, const char *vpath) {
     if (!cv_guest_fds_stable(&n->g)) return;
     int gfds[64];
@@ -180,18 +181,31 @@ static void remember_copy(struct cv_notif *n, const struct stat *was, const char
     cv_answers_copied(r);
 }
 
-void cv_notif_follow_copies(struct cv_notif *n) {
+/* The caller's fd gfd, an open of inode (dev, ino): if that file was copied up this run, the
+ * same open of its copy. */
+static void follow_copied(struct cv_notif *n, int gfd, dev_t dev, ino_t ino) {
     struct cv_run *r = n->run;
-    if (!r->ncopied || !cv_guest_fds_stable(&n->g)) return;
+    uint32_t at = r->copied_index[copied_slot(r, dev, ino)];
+    if (!at) return;
+    const struct cv_copied *c = &r->copied[at - 1];
+    struct stat was = {.st_dev = c->dev, .st_ino = c->ino}, want = {.st_dev = c->udev, .st_ino = c->uino};
+    follow_fd(n, gfd, &was, c->vpath, &want);
+}
+
+void cv_notif_follow_copies(struct cv_notif *n, int gfd) {
+    struct cv_run *r = n->run;
+    if (!r->ncopied) return;
+    if (!cv_guest_fds_stable(&n->g)) {
+        /* Other threads may close an fd and reuse its number while we swap it: only the one the
+         * asking thread is about to read, which its program does not close meanwhile. */
+        cv_autoclose int c = gfd >= 0 ? cv_guest_fd(&n->g, gfd) : -1;
+        struct stat st;
+        if (c >= 0 && fstat(c, &st) == 0 && S_ISREG(st.st_mode)) follow_copied(n, gfd, st.st_dev, st.st_ino);
+        return;
+    }
     struct cv_guest_file files[256];
     int k = cv_guest_file_fds(&n->g, files, 256);
-    for (int i = 0; i < k; i++) {
-        uint32_t at = r->copied_index[copied_slot(r, files[i].dev, files[i].ino)];
-        if (!at) continue;
-        const struct cv_copied *c = &r->copied[at - 1];
-        struct stat was = {.st_dev = c->dev, .st_ino = c->ino}, want = {.st_dev = c->udev, .st_ino = c->uino};
-        follow_fd(n, files[i].fd, &was, c->vpath, &want);
-    }
+    for (int i = 0; i < k; i++) follow_copied(n, files[i].fd, files[i].dev, files[i].ino);
 }
 
 void cv_notif_missing(struct cv_notif *n, struct cv_ans_gens g, const char *text, int final_self) {

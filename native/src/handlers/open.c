@@ -122,6 +122,20 @@ static struct cv_reply open_existing(struct cv_notif *n, const struct cv_vnode *
     return inject_checked(n, fd, flags);
 }
 
+/* CV_FOLLOW_MAGIC: -1 (every fd), CV_FOLLOW_MAGIC "/<fd>": that fd; anything else: -2. */
+static int follow_asked(const char *path) {
+    size_t len = strlen(CV_FOLLOW_MAGIC);
+    if (strncmp(path, CV_FOLLOW_MAGIC, len)) return -2;
+    if (!path[len]) return -1;
+    if (path[len] != '/' || !path[len + 1]) return -2;
+    long fd = 0;
+    for (const char *c = path + len + 1; *c; c++) {
+        if (*c < '0' || *c > '9' || fd > 0x7fffffff / 10) return -2;
+        fd = fd * 10 + (*c - '0');
+    }
+    return fd <= 0x7fffffff ? (int)fd : -2;
+}
+
 struct cv_reply cv_h_open(struct cv_notif *n) {
     const __u64 *a = n->req->data.args;
     int dirfd = AT_FDCWD, flags;
@@ -140,8 +154,9 @@ struct cv_reply cv_h_open(struct cv_notif *n) {
     char path[PATH_MAX];
     int r = cv_guest_path_owed(&n->g, path_addr, path, sizeof path); /* cv_vresolve settles */
     if (r < 0) return cv_err(-r);
-    if (!strcmp(path, CV_FOLLOW_MAGIC)) { /* the shim saw a copy-up: its fds follow */
-        cv_notif_follow_copies(n);
+    int follow = follow_asked(path);
+    if (follow != -2) { /* the shim saw a copy-up: its fds follow */
+        cv_notif_follow_copies(n, follow);
         return cv_err(ENOENT);
     }
     if (!strcmp(path, CV_ANS_MAGIC)) { /* the shim asks for the answer table */

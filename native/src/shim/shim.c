@@ -57,7 +57,7 @@ static long set_errno(long r) {
 }
 
 static int served_enoent(const char *path);
-static void follow_copies(void);
+static void follow_copies(int fd);
 
 /* The filter's test, made here first: an fd (not AT_FDCWD), AT_EMPTY_PATH and the path "". */
 static const char *fd_only(long fd, const char *path, long flags) {
@@ -79,14 +79,14 @@ static int statx_missing(const char *path, long flags, long mask) {
 static int shim_fstatat(int fd, const char *path, struct stat *buf, int flags) {
     if (stat_missing(path, flags)) return -1;
     const char *p = fd_only(fd, path, flags);
-    if (!p) follow_copies(); /* fstat: the fd's file may have been copied up */
+    if (!p) follow_copies(fd); /* fstat: the fd's file may have been copied up */
     return (int)set_errno(raw6(SYS_newfstatat, fd, (long)p, (long)buf, flags, 0, 0));
 }
 
 static int shim_statx(int fd, const char *path, int flags, unsigned mask, void *buf) {
     if (statx_missing(path, flags, mask)) return -1;
     const char *p = fd_only(fd, path, flags);
-    if (!p) follow_copies();
+    if (!p) follow_copies(fd);
     return (int)set_errno(raw6(SYS_statx, fd, (long)p, flags, mask, (long)buf, 0));
 }
 
@@ -146,45 +146,75 @@ static const struct cv_ans_head *table(void) {
 /* An fd opened on a host file before another process copied it up would go on reading the old
  * bytes: the table counts copy-ups, and a process that sees the count move asks the supervisor
  * (a notified open of CV_FOLLOW_MAGIC) to make its fds of those files opens of their copies,
- * as overlayfs fds follow a copy-up. Checked before the calls that read an fd's data or size. */
-static uint64_t copies_seen;
+ * as overlayfs fds follow a copy-up. Checked before the calls that read an fd's data or size.
+ * With other threads, which may close and reuse fd numbers meanwhile, it asks for the fd about
+ * to be read alone, and only when the table lists the fd's file as copied up. */
+static const volatile unsigned char *single_threaded; /* __libc_single_threaded */
+static uint64_t copies_seen;                          /* every fd followed up to this count */
+#define FDS_SEEN 4096
+static uint64_t fd_seen[FDS_SEEN]; /* that fd followed up to this count (with other threads) */
 
-static void follow_copies(void) {
+static void ask_follow(int fd) {
+    char path[sizeof CV_FOLLOW_MAGIC + 12] = CV_FOLLOW_MAGIC;
+    if (fd >= 0) {
+        char digits[11];
+        int k = 0;
+        for (unsigned v = (unsigned)fd; k == 0 || v; v /= 10) digits[k++] = (char)('0' + v % 10);
+        char *p = path + sizeof CV_FOLLOW_MAGIC - 1;
+        *p++ = '/';
+        while (k) *p++ = digits[--k];
+        *p = 0;
+    }
+    raw6(SYS_openat, AT_FDCWD, (long)path, O_RDONLY | O_CLOEXEC, 0, 0, 0); /* answers ENOENT */
+}
+
+static void follow_copies(int fd) {
     const struct cv_ans_head *t = table();
     if (!t) return;
     uint64_t now = __atomic_load_n(&t->copies, __ATOMIC_ACQUIRE);
     if (now == __atomic_load_n(&copies_seen, __ATOMIC_RELAXED)) return;
-    __atomic_store_n(&copies_seen, now, __ATOMIC_RELAXED);
-    raw6(SYS_openat, AT_FDCWD, (long)CV_FOLLOW_MAGIC, O_RDONLY | O_CLOEXEC, 0, 0, 0); /* answers ENOENT */
+    if (single_threaded && *single_threaded) {
+        __atomic_store_n(&copies_seen, now, __ATOMIC_RELAXED);
+        ask_follow(-1);
+        return;
+    }
+    if (fd < 0) return;
+    if (fd < FDS_SEEN) {
+        if (__atomic_exchange_n(&fd_seen[fd], now, __ATOMIC_RELAXED) == now) return;
+    }
+    struct stat st;
+    if (raw6(SYS_newfstatat, fd, 0, (long)&st, AT_EMPTY_PATH, 0, 0) == 0 &&
+        (!S_ISREG(st.st_mode) || !cv_ans_was_copied(t, st.st_dev, st.st_ino)))
+        return;
+    ask_follow(fd);
 }
 
 /* read, readv and pread64 keep libc's multi-threaded path (a cancellation point, a function of
  * its own); a single-threaded caller gets the syscall, as libc's own fast path makes it. */
-static const volatile unsigned char *single_threaded; /* __libc_single_threaded */
 static ssize_t (*libc_read_mt)(int, void *, size_t);
 static ssize_t (*libc_readv_mt)(int, const void *, int);
 static ssize_t (*libc_pread_mt)(int, void *, size_t, off_t);
 
 static ssize_t shim_read(int fd, void *buf, size_t n) {
-    follow_copies();
+    follow_copies(fd);
     if (*single_threaded) return set_errno(raw6(SYS_read, fd, (long)buf, (long)n, 0, 0, 0));
     return libc_read_mt(fd, buf, n);
 }
 
 static ssize_t shim_readv(int fd, const void *iov, int count) {
-    follow_copies();
+    follow_copies(fd);
     if (*single_threaded) return set_errno(raw6(SYS_readv, fd, (long)iov, count, 0, 0, 0));
     return libc_readv_mt(fd, iov, count);
 }
 
 static ssize_t shim_pread(int fd, void *buf, size_t n, off_t off) {
-    follow_copies();
+    follow_copies(fd);
     if (*single_threaded) return set_errno(raw6(SYS_pread64, fd, (long)buf, (long)n, (long)off, 0, 0));
     return libc_pread_mt(fd, buf, n, off);
 }
 
 static off_t shim_lseek(int fd, off_t off, int whence) {
-    follow_copies();
+    follow_copies(fd);
     return set_errno(raw6(SYS_lseek, fd, (long)off, whence, 0, 0, 0));
 }
 

@@ -40,6 +40,14 @@ static int wanted(const struct cv_run *r) {
     return 1;
 }
 
+/* The run's copied-up old inodes not listed yet, then their count (receiver thread only). */
+static void publish_copied(struct cv_run *r, struct cv_answers *a) {
+    struct cv_ans_copied *list = cv_ans_copied_list(a->head);
+    for (size_t i = a->head->ncopied; i < r->ncopied && i < CV_ANS_COPIED; i++)
+        list[i] = (struct cv_ans_copied){r->copied[i].dev, r->copied[i].ino};
+    __atomic_store_n(&a->head->ncopied, (uint64_t)r->ncopied, __ATOMIC_RELEASE);
+}
+
 static struct cv_answers *table(struct cv_run *r, int make) {
     struct cv_answers *a = __atomic_load_n(&r->answers, __ATOMIC_ACQUIRE);
     if (a || !make || !wanted(r)) return a;
@@ -69,6 +77,7 @@ static struct cv_answers *table(struct cv_run *r, int make) {
                                             .gone_gen = 1,
                                             .made_gen = 1,
                                             .copies = __atomic_load_n(&r->copies, __ATOMIC_ACQUIRE)};
+            publish_copied(r, a);
             __atomic_store_n(&r->answers, a, __ATOMIC_RELEASE);
         }
     }
@@ -88,7 +97,9 @@ int cv_answers_fd(struct cv_run *r) {
 void cv_answers_copied(struct cv_run *r) {
     uint64_t n = __atomic_add_fetch(&r->copies, 1, __ATOMIC_ACQ_REL);
     struct cv_answers *a = table(r, 0);
-    if (a) __atomic_store_n(&a->head->copies, n, __ATOMIC_RELEASE);
+    if (!a) return;
+    publish_copied(r, a);
+    __atomic_store_n(&a->head->copies, n, __ATOMIC_RELEASE);
 }
 
 struct cv_ans_gens cv_answers_gens(struct cv_run *r) {

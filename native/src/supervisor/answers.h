@@ -36,8 +36,9 @@ void cv_answers_named(struct cv_run *r, const char *vpath);
 enum { CV_ANS_GONE = 1, CV_ANS_MADE = 2, CV_ANS_TREE = 4 /* (dispatch.c) names below it too */ };
 void cv_answers_changing(struct cv_run *r, int what);
 
-/* A host or layer file was copied up: the table's count moves on, and a guest's shim that sees it
- * asks for its fds of such files to follow (CV_FOLLOW_MAGIC). */
+/* A host or layer file was copied up (listed in r->copied): the table lists its old inode and its
+ * count moves on; a guest's shim that sees it asks for its fds of such files to follow
+ * (CV_FOLLOW_MAGIC). Receiver thread only. */
 void cv_answers_copied(struct cv_run *r);
 
 void cv_answers_free(struct cv_run *r);

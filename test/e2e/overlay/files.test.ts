@@ -290,3 +290,31 @@ print(os.readv(fd2, [buf]), bytes(buf))
 diffTest("an fd opened before another process writes the file reads what it wrote", {
   steps: [{ argv: ["python3", "-c", FOLLOW_COPY_UP_PY] }],
 });
+
+// The same in a multi-threaded process, where the supervisor cannot swap fds other threads may
+// be using: the reading thread's shim asks for the one fd it reads, whichever process wrote.
+const FOLLOW_COPY_UP_THREADS_PY = String.raw`
+import os, subprocess, threading
+stop = threading.Event()
+idle = threading.Thread(target=stop.wait)
+idle.start()
+fd = os.open("hello.txt", os.O_RDONLY)
+print(os.read(fd, 5))
+with open("hello.txt", "a") as w:
+    w.write("same process\n")
+print(os.read(fd, 100), os.fstat(fd).st_size)
+fd2 = os.open("sub/nested.txt", os.O_RDONLY)
+kept = os.open("sub/nested.txt", os.O_RDONLY)
+subprocess.run(["sh", "-c", "echo more >> sub/nested.txt"], check=True)
+got = []
+reader = threading.Thread(target=lambda: got.append(os.pread(fd2, 100, 0)))
+reader.start()
+reader.join()
+print(got, os.lseek(kept, 0, os.SEEK_END))
+stop.set()
+idle.join()
+`;
+
+diffTest("an fd of a multi-threaded process follows a copy-up made by it or by another process", {
+  steps: [{ argv: ["python3", "-c", FOLLOW_COPY_UP_THREADS_PY] }],
+});
