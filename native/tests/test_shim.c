@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -153,6 +154,21 @@ static void test_loaded(void) {
         check(pread(fd, buf, 3, 1) == 3 && !memcmp(buf, "ELF", 3), "pread by a multi-threaded process");
         pthread_join(t, NULL);
         close(p[0]), close(p[1]);
+        /* chdir, fchdir, getxattr and lgetxattr enter the shim (no table here: the kernel answers). */
+        const unsigned char *chdir_entry = dlsym(libc, "chdir");
+        check(chdir_entry && chdir_entry[0] == 0x48 && chdir_entry[1] == 0xb8, "libc's chdir now jumps to the shim");
+        char was[PATH_MAX], now[PATH_MAX];
+        int here = open(".", O_RDONLY | O_DIRECTORY);
+        check(getcwd(was, sizeof was) && chdir("/") == 0 && getcwd(now, sizeof now) && !strcmp(now, "/"),
+              "chdir through the shim");
+        check(here >= 0 && fchdir(here) == 0 && getcwd(now, sizeof now) && !strcmp(now, was), "fchdir through it");
+        errno = 0;
+        check(chdir("/nonexistent") < 0 && errno == ENOENT, "chdir's errors in errno");
+        if (here >= 0) close(here);
+        errno = 0;
+        check(lgetxattr("/nonexistent", "security.selinux", NULL, 0) < 0 && errno == ENOENT &&
+                  getxattr("/nonexistent", "system.posix_acl_access", NULL, 0) < 0 && errno == ENOENT,
+              "getxattr and lgetxattr through the shim, their errors in errno");
     } else {
         check(fstatat_entry[0] != 0x48, "no NULL-path fstat here: libc left alone");
     }

@@ -892,3 +892,50 @@ gtest("the answer table: a sandbox's table holds nothing of another sandbox's", 
   const own = await cvisor([], ["python3", "-c", ANSWERS_PY, home, mine], env);
   assert.match(own.out, /^holds-visible True$/m, show(own));
 });
+
+// The shim answers stat and getxattr from the entries the supervisor published of a host
+// directory (native/src/handlers/statpub.c). A directory that holds a hidden name is never
+// published: after every visible entry of one was looked up each way, the table's bytes hold no
+// hidden name, and the hidden one stays missing however it is asked (then it may be recorded,
+// with the ENOENT it was given).
+const PUBLISHED_PY = String.raw`
+import errno, mmap, os, sys
+home, tree = sys.argv[1], sys.argv[2]
+def st(f):
+    try: f(); return "OK"
+    except OSError as e: return errno.errorcode[e.errno]
+control = os.path.join(tree, "sub")  # holds nothing hidden: published
+for d, visible in ((home, ["visible.txt"]), (tree, ["sub", "hello.txt", "link-to-hello"]), (control, ["nested.txt"])):
+    fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
+    os.chdir(d)
+    for _ in range(3):
+        for name in visible:
+            print(name, st(lambda: os.stat(os.path.join(d, name), follow_symlinks=False)),
+                  st(lambda: os.stat(name, dir_fd=fd, follow_symlinks=False)), st(lambda: os.lstat(name)),
+                  st(lambda: os.getxattr(os.path.join(d, name), "security.selinux", follow_symlinks=False)))
+t = os.open("/.cvisor-answers", os.O_RDONLY)
+data = mmap.mmap(t, os.fstat(t).st_size, mmap.MAP_SHARED, mmap.PROT_READ)[:]
+print("holds-ssh", b".ssh" in data, "holds-readonly", b"readonly.txt" in data, "holds-control", b"nested.txt" in data)
+for d, hidden in ((home, ".ssh"), (tree, "readonly.txt")):
+    fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
+    os.chdir(d)
+    print(hidden, *[st(f) for f in (lambda: os.stat(os.path.join(d, hidden), follow_symlinks=False),
+                                     lambda: os.stat(hidden, dir_fd=fd, follow_symlinks=False),
+                                     lambda: os.stat(hidden, dir_fd=fd), lambda: os.lstat(hidden),
+                                     lambda: os.getxattr(os.path.join(d, hidden), "security.selinux"))])
+`;
+
+gtest("published stat records: no directory holding a hidden name is published", async (fx) => {
+  const { home, env } = homeWithKey(fx);
+  const r = await cvisor(
+    ["--hide", fx.p("readonly.txt")],
+    ["python3", "-c", PUBLISHED_PY, home, fx.p()],
+    env,
+  );
+  assert.equal(r.code, 0, show(r));
+  assert.match(r.out, /^visible\.txt OK OK OK E(NODATA|OPNOTSUPP)$/m, show(r));
+  assert.match(r.out, /^hello\.txt OK OK OK E(NODATA|OPNOTSUPP)$/m, show(r));
+  assert.match(r.out, /^holds-ssh False holds-readonly False holds-control True$/m, show(r));
+  assert.match(r.out, /^\.ssh ENOENT ENOENT ENOENT ENOENT ENOENT$/m, show(r));
+  assert.match(r.out, /^readonly\.txt ENOENT ENOENT ENOENT ENOENT ENOENT$/m, show(r));
+});

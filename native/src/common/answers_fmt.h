@@ -14,19 +14,30 @@
  * or removes one name ends that name's record alone: handlers/dispatch.c), and for
  * CV_ANS_TTL_NS after it was written (a change the supervisor does not make: the host's,
  * another run's of the same sandbox). Each slot is a seqlock: a reader copies it, then checks
- * its sequence did not move. */
+ * its sequence did not move.
+ *
+ * It also holds the lstat of the entries of host directories whose view is the kernel's (no
+ * upper twin, no read-only layer's, no hidden entry), published by the supervisor when a guest
+ * looks in one (handlers/statpub.c). A directory is known by its real identity (mount id, dev,
+ * inode: what the shim's statx of a dirfd tells): its record holds the serial its entries were
+ * published under, and is killed (serial 0) before the sandbox first changes anything in it,
+ * which always makes its upper twin first (overlay/layers.c, overlay/copyup.c). Records mapping
+ * a directory's virtual path to its identity are good while the table's tree generation, which
+ * a rename or a symlink moves on before it runs, is the one they were made under. All of them
+ * last CV_ANS_TTL_NS at most (the host's own changes). */
 #ifndef CV_ANSWERS_FMT_H
 #define CV_ANSWERS_FMT_H
 
 #include <errno.h>
 #include <stdint.h>
+#include <sys/stat.h>
 
 #define CV_ANS_MAGIC "/.cvisor-answers"
 /* Opened (notified, ENOENT) by a guest that saw `copies` move: the supervisor makes its read-only
  * fds of the files copied up since opens of their copies, as overlayfs fds follow a copy-up.
  * A multi-threaded guest names the one fd it is about to read: CV_FOLLOW_MAGIC "/<fd>". */
 #define CV_FOLLOW_MAGIC "/.cvisor-follow-copies"
-#define CV_ANS_STAMP 0x3273726577736e61ull /* "answrs2" */
+#define CV_ANS_STAMP 0x3373726577736e61ull /* "answrs3" */
 #define CV_ANS_SETS 4096u                  /* a power of two */
 #define CV_ANS_WAYS 4u
 #define CV_ANS_KEY_MAX 255u
@@ -42,7 +53,7 @@ struct cv_ans_head {
     uint64_t made_gen; /* atomic: for ENOENT records */
     uint64_t copies;   /* atomic: host and layer files copied up this run: the shim's cue to follow */
     uint64_t ncopied;  /* atomic: the distinct old inodes among them, listed after the slots */
-    uint64_t pad;
+    uint64_t tree_gen; /* atomic: for the directory path records */
 };
 
 struct cv_ans_slot {
@@ -60,8 +71,52 @@ struct cv_ans_copied {
     uint64_t dev, ino; /* written before ncopied counts it, then never again */
 };
 
+#define CV_ANS_DIR_SETS 1024u  /* a power of two; CV_ANS_WAYS each */
+#define CV_ANS_ENT_SETS 8192u  /* a power of two; CV_ANS_WAYS each */
+#define CV_ANS_DIR_ENTRIES 1024 /* published of one directory at most */
+
+/* The identity of a real directory: what statx of an fd of it says. */
+struct cv_ans_id {
+    uint64_t mnt, dev, ino;
+};
+
+struct cv_ans_dir { /* a directory's virtual path: its identity */
+    uint32_t seq, hash; /* as in cv_ans_slot */
+    uint64_t gen, born; /* gen: the tree generation */
+    struct cv_ans_id id;
+    uint32_t klen, pad;
+    char key[CV_ANS_KEY_MAX + 1]; /* the directory's absolute, symlink-free virtual path */
+};
+
+/* What a directory's publication holds: its subdirectories alone, every entry, every entry
+ * with the xattr bits. */
+enum { CV_ANS_DIRS_ONLY = 0, CV_ANS_ENTRIES = 1, CV_ANS_XATTRS = 2 };
+
+struct cv_ans_did { /* a directory's identity: under which serial its entries are published */
+    uint32_t seq, hash;
+    uint64_t serial, born; /* serial 0: none (any more) */
+    struct cv_ans_id id;
+    uint32_t level, pad; /* what was published: CV_ANS_DIRS_ONLY, CV_ANS_ENTRIES, CV_ANS_XATTRS */
+};
+
+#define CV_ANS_NO_SELINUX 1u /* lgetxattr(entry, "security.selinux") says ENODATA */
+#define CV_ANS_NO_ACL 2u     /* lgetxattr(entry, "system.posix_acl_access") says ENODATA */
+#define CV_ANS_NO_DEFAULT 4u /* lgetxattr(entry, "system.posix_acl_default") says ENODATA */
+
+struct cv_ans_ent {
+    uint32_t seq, hash;
+    uint64_t serial, born; /* its directory's publication */
+    struct cv_ans_id dir;
+    uint32_t nlen, xattr;
+    char name[CV_ANS_KEY_MAX + 1];
+    struct statx stx; /* lstat of the entry: STATX_BASIC_STATS | STATX_BTIME asked */
+};
+
 #define CV_ANS_SLOTS_END (sizeof(struct cv_ans_head) + (uint64_t)CV_ANS_SETS * CV_ANS_WAYS * sizeof(struct cv_ans_slot))
-#define CV_ANS_BYTES (CV_ANS_SLOTS_END + (uint64_t)CV_ANS_COPIED * sizeof(struct cv_ans_copied))
+#define CV_ANS_COPIED_END (CV_ANS_SLOTS_END + (uint64_t)CV_ANS_COPIED * sizeof(struct cv_ans_copied))
+#define CV_ANS_DIRS_END (CV_ANS_COPIED_END + (uint64_t)CV_ANS_DIR_SETS * CV_ANS_WAYS * sizeof(struct cv_ans_dir))
+#define CV_ANS_DIDS_END (CV_ANS_DIRS_END + (uint64_t)CV_ANS_DIR_SETS * CV_ANS_WAYS * sizeof(struct cv_ans_did))
+#define CV_ANS_BYTES (CV_ANS_DIDS_END + (uint64_t)CV_ANS_ENT_SETS * CV_ANS_WAYS * sizeof(struct cv_ans_ent))
 
 static inline struct cv_ans_copied *cv_ans_copied_list(const struct cv_ans_head *t) {
     return (struct cv_ans_copied *)(void *)((char *)(uintptr_t)t + CV_ANS_SLOTS_END);
@@ -127,6 +182,109 @@ static inline int cv_ans_get(const struct cv_ans_head *t, const char *key, uint3
         __atomic_thread_fence(__ATOMIC_ACQUIRE);
         if (__atomic_load_n(&s->seq, __ATOMIC_RELAXED) != seq) return 0;
         *err = e, *vlen = n;
+        return 1;
+    }
+    return 0;
+}
+
+static inline uint32_t cv_ans_bytes_hash(uint32_t h, const void *p, uint32_t len) {
+    const unsigned char *b = (const unsigned char *)p;
+    for (uint32_t i = 0; i < len; i++) h = (h ^ b[i]) * 16777619u;
+    return h;
+}
+
+/* By dev and inode alone: the supervisor kills a directory's record knowing only those. */
+static inline uint32_t cv_ans_did_hash(const struct cv_ans_id *id) {
+    return cv_ans_bytes_hash(cv_ans_bytes_hash(2166136261u, &id->dev, 8), &id->ino, 8);
+}
+
+static inline uint32_t cv_ans_ent_hash(const struct cv_ans_id *dir, const char *name, uint32_t len) {
+    return cv_ans_bytes_hash(cv_ans_hash(name, len), dir, sizeof *dir);
+}
+
+static inline struct cv_ans_dir *cv_ans_dir_set(const struct cv_ans_head *t, uint32_t hash) {
+    return (struct cv_ans_dir *)(void *)((char *)(uintptr_t)t + CV_ANS_COPIED_END) + (hash & (CV_ANS_DIR_SETS - 1)) * CV_ANS_WAYS;
+}
+
+static inline struct cv_ans_did *cv_ans_did_set(const struct cv_ans_head *t, uint32_t hash) {
+    return (struct cv_ans_did *)(void *)((char *)(uintptr_t)t + CV_ANS_DIRS_END) + (hash & (CV_ANS_DIR_SETS - 1)) * CV_ANS_WAYS;
+}
+
+static inline struct cv_ans_ent *cv_ans_ent_set(const struct cv_ans_head *t, uint32_t hash) {
+    return (struct cv_ans_ent *)(void *)((char *)(uintptr_t)t + CV_ANS_DIDS_END) + (hash & (CV_ANS_ENT_SETS - 1)) * CV_ANS_WAYS;
+}
+
+static inline int cv_ans_young(uint64_t born, uint64_t now) { return now >= born && now - born < CV_ANS_TTL_NS; }
+
+static inline int cv_ans_same_id(const struct cv_ans_id *a, const struct cv_ans_id *b) {
+    return a->mnt == b->mnt && a->dev == b->dev && a->ino == b->ino;
+}
+
+/* The identity of the directory at virtual path key (len bytes), good now: 1 with *id. */
+static inline int cv_ans_dir_get(const struct cv_ans_head *t, const char *key, uint32_t len, uint64_t now,
+                                 struct cv_ans_id *id) {
+    uint64_t gen = __atomic_load_n(&t->tree_gen, __ATOMIC_ACQUIRE);
+    uint32_t hash = cv_ans_hash(key, len);
+    struct cv_ans_dir *d = cv_ans_dir_set(t, hash);
+    for (uint32_t w = 0; w < CV_ANS_WAYS; w++, d++) {
+        uint32_t seq = __atomic_load_n(&d->seq, __ATOMIC_ACQUIRE);
+        if ((seq & 1) || d->hash != hash || d->klen != len || d->gen != gen || !cv_ans_young(d->born, now)) continue;
+        int same = 1;
+        for (uint32_t i = 0; i < len && same; i++) same = d->key[i] == key[i];
+        if (!same) continue;
+        struct cv_ans_id got = d->id;
+        __atomic_thread_fence(__ATOMIC_ACQUIRE);
+        if (__atomic_load_n(&d->seq, __ATOMIC_RELAXED) != seq) return 0;
+        *id = got;
+        return 1;
+    }
+    return 0;
+}
+
+/* The serial the entries of the directory id are published under, good now (0: none), and
+ * *level (may be NULL). */
+static inline uint64_t cv_ans_did_get(const struct cv_ans_head *t, const struct cv_ans_id *id, uint64_t now,
+                                      uint32_t *level) {
+    uint32_t hash = cv_ans_did_hash(id);
+    struct cv_ans_did *d = cv_ans_did_set(t, hash);
+    for (uint32_t w = 0; w < CV_ANS_WAYS; w++, d++) {
+        uint32_t seq = __atomic_load_n(&d->seq, __ATOMIC_ACQUIRE);
+        if ((seq & 1) || d->hash != hash || !d->serial || !cv_ans_young(d->born, now)) continue;
+        struct cv_ans_id got = d->id;
+        uint64_t serial = d->serial;
+        uint32_t lv = d->level;
+        __atomic_thread_fence(__ATOMIC_ACQUIRE);
+        if (__atomic_load_n(&d->seq, __ATOMIC_RELAXED) != seq || !cv_ans_same_id(&got, id)) continue;
+        if (level) *level = lv;
+        return serial;
+    }
+    return 0;
+}
+
+/* The entry `name` (len bytes) of the directory id, good now: 1 with its lstat and xattr bits. */
+static inline int cv_ans_ent_get(const struct cv_ans_head *t, const struct cv_ans_id *dir, const char *name,
+                                 uint32_t len, uint64_t now, struct statx *stx, uint32_t *xattr) {
+    uint64_t serial = cv_ans_did_get(t, dir, now, NULL);
+    if (!serial) return 0;
+    uint32_t hash = cv_ans_ent_hash(dir, name, len);
+    struct cv_ans_ent *e = cv_ans_ent_set(t, hash);
+    for (uint32_t w = 0; w < CV_ANS_WAYS; w++, e++) {
+        uint32_t seq = __atomic_load_n(&e->seq, __ATOMIC_ACQUIRE);
+        if ((seq & 1) || e->hash != hash || e->nlen != len || e->serial != serial || !cv_ans_young(e->born, now))
+            continue;
+        if (!cv_ans_same_id(&e->dir, dir)) continue;
+        int same = 1;
+        for (uint32_t i = 0; i < len && same; i++) same = e->name[i] == name[i];
+        if (!same) continue;
+        const volatile uint64_t *from = (const volatile uint64_t *)(const void *)&e->stx;
+        uint64_t *to = (uint64_t *)(void *)stx; /* by words: no memcpy call */
+        for (size_t i = 0; i < sizeof *stx / 8; i++) to[i] = from[i];
+        uint32_t x = e->xattr;
+        __atomic_thread_fence(__ATOMIC_ACQUIRE);
+        if (__atomic_load_n(&e->seq, __ATOMIC_RELAXED) != seq) return 0;
+        /* killed meanwhile: what was read may be what the change is about to replace */
+        if (cv_ans_did_get(t, dir, now, NULL) != serial) return 0;
+        *xattr = x;
         return 1;
     }
     return 0;

@@ -61,6 +61,11 @@ int cv_send_fd(int sock, int fd, char tag) {
     return CV_RETRY(sendmsg(sock, &m, MSG_NOSIGNAL)) < 0 ? -errno : 0;
 }
 
+int cv_reopen_dir_quietly(int fd, int flags) {
+    int r = cv_reopen_dir(fd, flags | O_NOATIME);
+    return r >= 0 || errno != EPERM ? r : cv_reopen_dir(fd, flags);
+}
+
 int cv_reopen_dir(int fd, int flags) {
     int r = openat(fd, ".", flags | O_CLOEXEC);
     if (r >= 0 || errno != EACCES) return r;

@@ -43,6 +43,9 @@ int cv_path_under(const char *path, const char *dir);
 /* Another open file description of the directory fd (O_CLOEXEC added): openat(fd, ".") needs
  * search permission on it, so a readable one without (0600) is reopened through procfs. */
 int cv_reopen_dir(int fd, int flags);
+/* The same, with O_NOATIME where the owner's right allows it: a look of the supervisor's own
+ * leaves the directory's access time as the guest's reads left it. */
+int cv_reopen_dir_quietly(int fd, int flags);
 /* Send fd over the unix socket sock (SCM_RIGHTS) with the one byte tag. 0 or -errno. */
 int cv_send_fd(int sock, int fd, char tag);
 ssize_t cv_readlinkat(int dirfd, const char *path, char *buf, size_t len);

@@ -47,19 +47,6 @@ static int skip_name(const char *name, void *arg) {
     return cv_lpath_join(&vp, c->vdir, name) < 0 || cv_vfs_hidden(c->n->run, vp.s); /* in doubt: hidden */
 }
 
-/* Some hidden path lives directly in vdir. */
-static int holds_hidden(const struct cv_run *r, const char *vdir) {
-    if (!cv_vfs_may_touch_hidden(r, vdir)) return 0;
-    size_t l = strlen(vdir);
-    for (size_t i = 0; i < r->nhide; i++) {
-        const char *h = r->hide[i];
-        const char *slash = strrchr(h, '/');
-        size_t pl = slash == h ? 1 : (size_t)(slash - h);
-        if (pl == l && !strncmp(h, vdir, l)) return 1;
-    }
-    return 0;
-}
-
 /* The legacy getdents record: the name after a 16-bit length, the type in the last byte. */
 struct old_dirent {
     unsigned long ino;
@@ -208,7 +195,7 @@ static int copy_of(struct cv_notif *n, struct dir *d) {
  * the one we looked at, else on our copy; hidden names taken out either way. */
 static struct cv_reply host_listing(struct cv_notif *n, struct dir *d, const char *vdir, int old_abi,
                                     struct skip_ctx *ctx) {
-    int hidden = holds_hidden(n->run, vdir);
+    int hidden = cv_vfs_holds_hidden(n->run, vdir);
     if (d->stable && !hidden) return cv_continue();
     if (copy_of(n, d) < 0) return cv_err(EBADF);
     return filtered(n, d->s, old_abi, hidden ? ctx : NULL);

@@ -62,6 +62,11 @@ struct cv_reply cv_notif_inject(struct cv_notif *n, int fd, int cloexec);
 /* An fd for the guest, as the flags of its open say: close-on-exec, and the real O_PATH file
  * (fd opened O_PATH) through a socket when the shim asked for it (common/opath_proto.h). */
 struct cv_reply cv_notif_give(struct cv_notif *n, int fd, int flags);
+/* v was just looked up for a stat (for an xattr: xattrs): when its directory's view is the
+ * host's and the guest walks it, every entry's lstat goes into the answer table for the shim
+ * (statpub.c). tree_gen: cv_answers_tree_gen, read before v was resolved. */
+struct cv_vnode;
+void cv_notif_publish_dir(struct cv_notif *n, const struct cv_vnode *v, uint64_t tree_gen, int xattrs);
 /* The guest's read-only fds of files copied up this run become opens of their copies (asked by
  * its shim, CV_FOLLOW_MAGIC): all of them with a stable fd table, else only gfd (if >= 0). */
 void cv_notif_follow_copies(struct cv_notif *n, int gfd);

@@ -3,6 +3,7 @@
  * llistxattr, inotify_add_watch. The path is resolved over the layers and the
  * answer is taken from the real object in its layer (opened O_PATH by the
  * supervisor, never through a symlink) and written into the guest's buffer. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -20,6 +21,7 @@
 #include "common/util.h"
 #include "handlers.h"
 #include "overlay/alias.h"
+#include "overlay/dirsnap.h"
 #include "overlay/layers.h"
 #include "overlay/vfs.h"
 #include "supervisor/answers.h"
@@ -95,9 +97,33 @@ static struct cv_reply reply_write(struct cv_notif *n, uint64_t addr, const void
     return e < 0 ? cv_err(-e) : cv_val(val);
 }
 
+/* A directory whose entries come from more than one layer counts the subdirectories of the
+ * merged view, as a directory's link count does (2 and one per subdirectory), not those of the
+ * layer it lives in: find and fts read it. A filesystem that keeps 1 there keeps it. */
+static void merged_nlink(struct cv_run *r, const struct cv_vnode *v, nlink_t *nlink) {
+    if (!v->exists || v->in_proc || !S_ISDIR(v->st.st_mode) || *nlink == 1 || !v->vpath) return;
+    if (!v->lower_dir || v->opaque || (v->layer != CV_UPPER && v->lidx == 0)) return; /* one layer: its own count */
+    struct cv_vstack st;
+    if (cv_vdir_stack(r, v->vpath, &st) < 0) return;
+    int layers = 0;
+    for (int i = 0; i < st.n; i++) {
+        int q = st.fd[i] < 0 ? -1 : cv_reopen_dir_quietly(st.fd[i], O_RDONLY | O_DIRECTORY); /* no atime */
+        if (q >= 0) close(st.fd[i]), st.fd[i] = q;
+        layers += st.fd[i] >= 0;
+    }
+    struct cv_dirsnap *snap = layers > 1 ? cv_dirsnap_build_stack(st.fd, st.n, NULL, NULL) : NULL;
+    cv_vstack_close(&st);
+    if (!snap) return;
+    nlink_t dirs = 0;
+    for (uint32_t i = 2; i < cv_dirsnap_count(snap); i++) dirs += cv_dirsnap_entry(snap, i)->type == DT_DIR;
+    cv_dirsnap_unref(snap);
+    *nlink = 2 + dirs;
+}
+
 static struct cv_reply do_stat(struct cv_notif *n, int dirfd, uint64_t path, uint64_t buf, int flags) {
     struct cv_vnode v;
     int fd_only;
+    uint64_t gen = cv_answers_tree_gen(n->run);
     int e = resolve_arg_null(n, dirfd, path, (flags & AT_SYMLINK_NOFOLLOW) ? 0 : CV_RES_FOLLOW, flags & AT_EMPTY_PATH,
                              1, &v, &fd_only);
     if (e < 0) return cv_err(-e);
@@ -112,6 +138,8 @@ static struct cv_reply do_stat(struct cv_notif *n, int dirfd, uint64_t path, uin
             st = v.st;
         struct stat twin;
         if (cv_vnode_lower_id(&v, &twin)) st.st_dev = twin.st_dev, st.st_ino = twin.st_ino;
+        merged_nlink(n->run, &v, &st.st_nlink);
+        cv_notif_publish_dir(n, &v, gen, 0);
         cv_vnode_release(&v);
     }
     return reply_write(n, buf, &st, sizeof st, 0);
@@ -122,13 +150,20 @@ static struct cv_reply do_statx(struct cv_notif *n) {
     int flags = (int)a[2];
     struct cv_vnode v;
     int fd_only;
+    uint64_t gen = cv_answers_tree_gen(n->run);
     int e = resolve_arg_null(n, (int)a[0], a[1], (flags & AT_SYMLINK_NOFOLLOW) ? 0 : CV_RES_FOLLOW,
                              flags & AT_EMPTY_PATH, 1, &v, &fd_only);
     if (e < 0) return cv_err(-e);
     cv_autoclose int fd = fd_only ? cv_guest_fd(&n->g, (int)a[0]) : cv_vnode_open(&v, 0);
     struct stat twin;
     int merged = !fd_only && cv_vnode_lower_id(&v, &twin);
-    if (!fd_only) cv_vnode_release(&v);
+    nlink_t nlink = 0;
+    if (!fd_only) {
+        nlink = v.st.st_nlink;
+        merged_nlink(n->run, &v, &nlink);
+        cv_notif_publish_dir(n, &v, gen, 0);
+        cv_vnode_release(&v);
+    }
     if (fd < 0) return cv_err(fd_only ? EBADF : -fd);
     struct statx stx;
     if (statx(fd, "", AT_EMPTY_PATH | (flags & AT_STATX_SYNC_TYPE), (unsigned)a[3], &stx) < 0) return cv_err(errno);
@@ -137,7 +172,7 @@ static struct cv_reply do_statx(struct cv_notif *n) {
         stx.stx_dev_major = major(twin.st_dev);
         stx.stx_dev_minor = minor(twin.st_dev);
     }
-    if (!fd_only && v.aino) stx.stx_nlink = (__u32)v.st.st_nlink; /* the alias's names, not its source's */
+    if (!fd_only && (v.aino || S_ISDIR(stx.stx_mode))) stx.stx_nlink = (__u32)nlink; /* an alias's names, a merged dir's */
     return reply_write(n, a[4], &stx, sizeof stx, 0);
 }
 
@@ -250,9 +285,11 @@ static struct cv_reply do_xattr(struct cv_notif *n, int follow, int list) {
     const __u64 *a = n->req->data.args;
     struct cv_vnode v;
     int fd_only;
+    uint64_t gen = cv_answers_tree_gen(n->run);
     int e = resolve_arg(n, AT_FDCWD, a[0], follow ? CV_RES_FOLLOW : 0, 0, &v, &fd_only);
     if (e < 0) return cv_err(-e);
     cv_autoclose int fd = cv_vnode_open(&v, 0);
+    if (!list) cv_notif_publish_dir(n, &v, gen, 1); /* ls -l asks each entry */
     cv_vnode_release(&v);
     if (fd < 0) return cv_err(-fd);
     char self[64], name[XATTR_NAME_MAX + 1];

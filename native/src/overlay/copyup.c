@@ -16,6 +16,7 @@
 #include "common/util.h"
 #include "overlay/layers.h"
 #include "overlay/vfs.h"
+#include "supervisor/answers.h"
 
 static int copy_data(int from, int to) {
     for (;;) {
@@ -154,6 +155,7 @@ static int materialize_at(struct cv_run *r, int up, const char *vdir, int depth)
             struct stat ls;
             if (fstatat(dirfd(d), name, &ls, AT_SYMLINK_NOFOLLOW) < 0) continue;
             if (S_ISDIR(ls.st_mode)) {
+                cv_answers_dir_changing(r, ls.st_dev, ls.st_ino); /* the shim's records of it go first */
                 char tmp[64];
                 cv_ov_tmpname(tmp, sizeof tmp);
                 if (mkdirat(r->work_fd, tmp, 0700) < 0) {

@@ -111,7 +111,8 @@ static int reserved_upper(struct layer *L, int fd, const char *name, size_t len,
 }
 
 static int read_layer(int fd0, int upper, struct layer *L) {
-    cv_autoclose int fd = cv_reopen_dir(fd0, O_RDONLY | O_DIRECTORY); /* fd0's offset stays */
+    int keep = fcntl(fd0, F_GETFL) & O_NOATIME; /* a look that is no read of the guest's */
+    cv_autoclose int fd = cv_reopen_dir(fd0, O_RDONLY | O_DIRECTORY | (keep > 0 ? O_NOATIME : 0)); /* fd0's offset stays */
     if (fd < 0) return -1;
     struct stat st;
     if (fstat(fd, &st) < 0) return -1;

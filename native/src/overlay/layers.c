@@ -17,6 +17,7 @@
 #include "overlay/vfs.h"
 #include "overlay/longpath.h"
 #include "overlay/walkmemo.h"
+#include "supervisor/answers.h"
 
 int cv_ov_reserved(const char *name) { return !strncmp(name, CV_WH_PREFIX, 4); }
 
@@ -158,6 +159,7 @@ int cv_ov_upper_dir(struct cv_run *r, const char *vdir) {
                 cur = -ENOENT;
                 break;
             }
+            cv_answers_dir_changing(r, st.st_dev, st.st_ino); /* the shim's records of it go first */
             char tmp[64];
             cv_ov_tmpname(tmp, sizeof tmp);
             if (mkdirat(r->work_fd, tmp, 0700) < 0) {

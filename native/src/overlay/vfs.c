@@ -107,6 +107,18 @@ int cv_vfs_may_touch_hidden(const struct cv_run *r, const char *p) {
     return cl < pl ? p[cl] == '/' : r->hide[0][pl] == '/';
 }
 
+int cv_vfs_holds_hidden(const struct cv_run *r, const char *vdir) {
+    if (!cv_vfs_may_touch_hidden(r, vdir)) return 0;
+    size_t l = strlen(vdir);
+    for (size_t i = 0; i < r->nhide; i++) {
+        const char *h = r->hide[i];
+        const char *slash = strrchr(h, '/');
+        size_t pl = slash == h ? 1 : (size_t)(slash - h);
+        if (pl == l && !strncmp(h, vdir, l)) return 1;
+    }
+    return 0;
+}
+
 const char *cv_vfs_hidden_root(const struct cv_run *r, const char *vpath) {
     if (!near_hidden(r, vpath)) return NULL;
     for (size_t i = 0; i < r->nhide; i++)

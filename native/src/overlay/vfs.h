@@ -118,5 +118,7 @@ int cv_vfs_hidden(const struct cv_run *r, const char *vpath);
 const char *cv_vfs_hidden_root(const struct cv_run *r, const char *vpath);
 /* Some hidden path is p, lies below it or holds it: 0 rules all of them out at once. */
 int cv_vfs_may_touch_hidden(const struct cv_run *r, const char *p);
+/* Some hidden path lives directly in the directory vdir. */
+int cv_vfs_holds_hidden(const struct cv_run *r, const char *vdir);
 
 #endif

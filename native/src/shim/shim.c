@@ -11,7 +11,10 @@
  *
  * It also answers readlink, and opens of names that do not exist, from the run's answer table
  * (common/answers_fmt.h) when the supervisor answered the same path before: glibc's realpath
- * and a compiler's search of its include directories then cost no notification. It receives
+ * and a compiler's search of its include directories then cost no notification; and stat, statx
+ * and ls -l's getxattr calls of the entries of host directories the supervisor published
+ * (handlers/statpub.c): ls -l, find, tar and git status then cost one notification a
+ * directory, not one a name. It receives
  * the real fd of an O_PATH open, which the supervisor cannot inject (common/opath_proto.h). And
  * before read, readv, pread, lseek and fstat it checks the table's count of copy-ups, so that its
  * fds of files another process copied up follow the copies, as overlayfs fds do.
@@ -29,6 +32,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -56,7 +60,11 @@ static long set_errno(long r) {
     return r;
 }
 
+static int same(const char *a, const char *b);
+static void forget_cwd(void);
+static const char *in_cwd(const char *rel, char out[CV_ANS_KEY_MAX + 2]);
 static int served_enoent(const char *path);
+static int served_entry(int fd, const char *path, struct statx *stx, uint32_t *xattr);
 static void follow_copies(int fd);
 
 /* The filter's test, made here first: an fd (not AT_FDCWD), AT_EMPTY_PATH and the path "". */
@@ -76,8 +84,53 @@ static int statx_missing(const char *path, long flags, long mask) {
            (flags & AT_STATX_SYNC_TYPE) != AT_STATX_SYNC_TYPE && !(mask & STATX__RESERVED) && served_enoent(path);
 }
 
+/* A stat the table holds the entry's lstat for (the directory's view is the host's): a link is
+ * the kernel's to follow. */
+static int served_stat(int fd, const char *path, long flags, struct statx *stx) {
+    uint32_t xattr;
+    return !(flags & ~(long)STAT_FLAGS) && served_entry(fd, path, stx, &xattr) &&
+           ((flags & AT_SYMLINK_NOFOLLOW) || !S_ISLNK(stx->stx_mode));
+}
+
+static void stat_of(const struct statx *x, struct stat *st) {
+    volatile unsigned char *b = (volatile unsigned char *)st; /* no memset: the shim calls none */
+    for (size_t i = 0; i < sizeof *st; i++) b[i] = 0;
+    st->st_dev = makedev(x->stx_dev_major, x->stx_dev_minor);
+    st->st_ino = x->stx_ino;
+    st->st_nlink = x->stx_nlink;
+    st->st_mode = x->stx_mode;
+    st->st_uid = x->stx_uid;
+    st->st_gid = x->stx_gid;
+    st->st_rdev = makedev(x->stx_rdev_major, x->stx_rdev_minor);
+    st->st_size = (off_t)x->stx_size;
+    st->st_blksize = (blksize_t)x->stx_blksize;
+    st->st_blocks = (blkcnt_t)x->stx_blocks;
+    st->st_atim = (struct timespec){x->stx_atime.tv_sec, x->stx_atime.tv_nsec};
+    st->st_mtim = (struct timespec){x->stx_mtime.tv_sec, x->stx_mtime.tv_nsec};
+    st->st_ctim = (struct timespec){x->stx_ctime.tv_sec, x->stx_ctime.tv_nsec};
+}
+
+/* statx as the kernel answers the mask: it states the basic fields and the mount id whatever is
+ * asked, the birth time only when asked. Other fields (and a forced sync) are its to answer. */
+static int served_statx(int fd, const char *path, long flags, unsigned mask, struct statx *out) {
+    if ((flags & AT_STATX_SYNC_TYPE) != AT_STATX_SYNC_AS_STAT && (flags & AT_STATX_SYNC_TYPE) != AT_STATX_DONT_SYNC)
+        return 0;
+    if (mask & ~(unsigned)(STATX_BASIC_STATS | STATX_BTIME | STATX_MNT_ID)) return 0;
+    if (!served_stat(fd, path, flags & ~(long)AT_STATX_SYNC_TYPE, out)) return 0;
+    if (!(mask & STATX_BTIME)) {
+        out->stx_mask &= ~(unsigned)STATX_BTIME;
+        out->stx_btime = (struct statx_timestamp){0};
+    }
+    return 1;
+}
+
 static int shim_fstatat(int fd, const char *path, struct stat *buf, int flags) {
     if (stat_missing(path, flags)) return -1;
+    struct statx stx;
+    if (buf && served_stat(fd, path, flags, &stx)) {
+        stat_of(&stx, buf);
+        return 0;
+    }
     const char *p = fd_only(fd, path, flags);
     if (!p) follow_copies(fd); /* fstat: the fd's file may have been copied up */
     return (int)set_errno(raw6(SYS_newfstatat, fd, (long)p, (long)buf, flags, 0, 0));
@@ -85,12 +138,19 @@ static int shim_fstatat(int fd, const char *path, struct stat *buf, int flags) {
 
 static int shim_statx(int fd, const char *path, int flags, unsigned mask, void *buf) {
     if (statx_missing(path, flags, mask)) return -1;
+    if (buf && served_statx(fd, path, flags, mask, buf)) return 0;
     const char *p = fd_only(fd, path, flags);
     if (!p) follow_copies(fd);
     return (int)set_errno(raw6(SYS_statx, fd, (long)p, flags, mask, (long)buf, 0));
 }
 
 static long shim_syscall(long nr, long a, long b, long c, long d, long e, long f) {
+    if (nr == SYS_chdir || nr == SYS_fchdir) {
+        forget_cwd();
+        long r = raw6(nr, a, b, c, d, e, f);
+        forget_cwd();
+        return set_errno(r);
+    }
     if (nr == SYS_newfstatat) {
         if (stat_missing((const char *)b, d)) return -1;
         b = (long)fd_only(a, (const char *)b, d);
@@ -264,6 +324,117 @@ static int served_enoent(const char *path) {
     return 1;
 }
 
+/* The cwd as the supervisor last said it (getcwd), while no rename or removal in the view and
+ * no chdir of this process's (through libc) happened since: a rename may move it. */
+static char cwd_text[CV_ANS_KEY_MAX + 1];
+static uint32_t cwd_len; /* 0: not known */
+static uint64_t cwd_gen;
+
+static void forget_cwd(void) { __atomic_store_n(&cwd_len, 0, __ATOMIC_RELEASE); }
+
+/* rel, relative to the cwd, as an absolute path in out; NULL when it cannot be told. */
+static const char *in_cwd(const char *rel, char out[CV_ANS_KEY_MAX + 2]) {
+    while (rel[0] == '.' && rel[1] == '/') /* ls -R and find name "./x" */
+        for (rel += 2; *rel == '/';) rel++;
+    const struct cv_ans_head *t = *rel ? table() : NULL;
+    if (!t) return NULL;
+    uint64_t gone = __atomic_load_n(&t->gone_gen, __ATOMIC_ACQUIRE);
+    uint32_t n = __atomic_load_n(&cwd_len, __ATOMIC_ACQUIRE);
+    if (!n || __atomic_load_n(&cwd_gen, __ATOMIC_RELAXED) != gone) {
+        long r = raw6(SYS_getcwd, (long)cwd_text, sizeof cwd_text, 0, 0, 0, 0); /* the length with its NUL */
+        if (r < 2 || cwd_text[0] != '/') return NULL;
+        n = (uint32_t)r - 1;
+        __atomic_store_n(&cwd_gen, gone, __ATOMIC_RELAXED);
+        __atomic_store_n(&cwd_len, n, __ATOMIC_RELEASE);
+    }
+    uint32_t at = n == 1 ? 0 : n;
+    for (uint32_t i = 0; i < at; i++) out[i] = cwd_text[i];
+    out[at++] = '/';
+    for (uint32_t i = 0; rel[i]; i++) {
+        if (at > CV_ANS_KEY_MAX) return NULL;
+        out[at++] = rel[i];
+    }
+    out[at] = 0;
+    return out;
+}
+
+static long shim_chdir(const char *path) {
+    forget_cwd();
+    long r = raw6(SYS_chdir, (long)path, 0, 0, 0, 0, 0);
+    forget_cwd();
+    return set_errno(r);
+}
+
+static long shim_fchdir(int fd) {
+    forget_cwd();
+    long r = raw6(SYS_fchdir, fd, 0, 0, 0, 0, 0);
+    forget_cwd();
+    return set_errno(r);
+}
+
+/* The lstat of path (a name in the directory fd, a path relative to the cwd, or an absolute
+ * path) when the supervisor published its directory's entries (handlers/statpub.c): 1 with it
+ * and its xattr bits. */
+static int served_entry(int fd, const char *path, struct statx *stx, uint32_t *xattr) {
+    if (!path || !path[0]) return 0;
+    char full[CV_ANS_KEY_MAX + 2];
+    if (path[0] != '/' && fd == AT_FDCWD && !(path = in_cwd(path, full))) return 0;
+    const char *name = path, *last = NULL;
+    uint32_t len = 0;
+    for (; path[len]; len++) {
+        if (len > CV_ANS_KEY_MAX) return 0;
+        if (path[len] == '/') last = path + len;
+    }
+    const struct cv_ans_head *t = NULL;
+    struct cv_ans_id id;
+    if (last) {
+        uint32_t dlen = (uint32_t)(last - path);
+        if (path[0] != '/' || !dlen || !last[1]) return 0; /* relative, in "/", or ending in '/' */
+        char dir[CV_ANS_KEY_MAX + 1];
+        for (uint32_t i = 0; i < dlen; i++) dir[i] = path[i];
+        dir[dlen] = 0;
+        if (cv_ans_key_ok(dir) != dlen || !(t = table()) || !cv_ans_dir_get(t, dir, dlen, now_ns(), &id)) return 0;
+        name = last + 1;
+    } else {
+        struct statx d;
+        if (fd < 0 || !(t = table()) ||
+            raw6(SYS_statx, fd, 0, AT_EMPTY_PATH, STATX_TYPE | STATX_INO | STATX_MNT_ID, (long)&d, 0) != 0 ||
+            !(d.stx_mask & STATX_MNT_ID) || !S_ISDIR(d.stx_mode))
+            return 0;
+        id = (struct cv_ans_id){d.stx_mnt_id, makedev(d.stx_dev_major, d.stx_dev_minor), d.stx_ino};
+    }
+    uint32_t nlen = (uint32_t)(path + len - name);
+    if (name[0] == '.' && (nlen == 1 || (nlen == 2 && name[1] == '.'))) return 0;
+    return cv_ans_ent_get(t, &id, name, nlen, now_ns(), stx, xattr);
+}
+
+/* getxattr of the names ls -l asks of every file, where the table says there is none. */
+static int served_no_xattr(const char *path, const char *name, int follow) {
+    static const char selinux[] = "security.selinux", acl[] = "system.posix_acl_access",
+                      dflt[] = "system.posix_acl_default";
+    uint32_t bit = !name                ? 0
+                   : same(name, selinux) ? CV_ANS_NO_SELINUX
+                   : same(name, acl)     ? CV_ANS_NO_ACL
+                   : same(name, dflt)    ? CV_ANS_NO_DEFAULT
+                                         : 0;
+    struct statx stx;
+    uint32_t xattr;
+    if (!bit || !served_entry(AT_FDCWD, path, &stx, &xattr) || !(xattr & bit) || (follow && S_ISLNK(stx.stx_mode)))
+        return 0;
+    errno = ENODATA;
+    return 1;
+}
+
+static long shim_getxattr(const char *path, const char *name, void *value, size_t size) {
+    if (served_no_xattr(path, name, 1)) return -1;
+    return set_errno(raw6(SYS_getxattr, (long)path, (long)name, (long)value, (long)size, 0, 0));
+}
+
+static long shim_lgetxattr(const char *path, const char *name, void *value, size_t size) {
+    if (served_no_xattr(path, name, 0)) return -1;
+    return set_errno(raw6(SYS_lgetxattr, (long)path, (long)name, (long)value, (long)size, 0, 0));
+}
+
 /* libc's own open and openat (cancellation points and all), through their trampolines. */
 static int (*libc_open)(const char *, int, ...);
 static int (*libc_openat)(int, const char *, int, ...);
@@ -335,6 +506,22 @@ static const unsigned char READLINKAT[] = {0x49, 0x89, 0xca,                    
                                            0x0f, 0x05,                            /* syscall */
                                            0x48, 0x3d, 0x01, 0xf0, 0xff, 0xff};   /* cmp $-4095,%rax */
 
+static const unsigned char GETXATTR[] = {0x49, 0x89, 0xca,                     /* mov %rcx,%r10 */
+                                         0xb8, 0xbf, 0x00, 0x00, 0x00,         /* mov $SYS_getxattr,%eax */
+                                         0x0f, 0x05,                           /* syscall */
+                                         0x48, 0x3d, 0x01, 0xf0, 0xff, 0xff};  /* cmp $-4095,%rax */
+static const unsigned char LGETXATTR[] = {0x49, 0x89, 0xca,                    /* mov %rcx,%r10 */
+                                          0xb8, 0xc0, 0x00, 0x00, 0x00,        /* mov $SYS_lgetxattr,%eax */
+                                          0x0f, 0x05,                          /* syscall */
+                                          0x48, 0x3d, 0x01, 0xf0, 0xff, 0xff}; /* cmp $-4095,%rax */
+
+static const unsigned char CHDIR[] = {0xb8, 0x50, 0x00, 0x00, 0x00,            /* mov $SYS_chdir,%eax */
+                                      0x0f, 0x05,                              /* syscall */
+                                      0x48, 0x3d, 0x01, 0xf0, 0xff, 0xff};     /* cmp $-4095,%rax */
+static const unsigned char FCHDIR[] = {0xb8, 0x51, 0x00, 0x00, 0x00,           /* mov $SYS_fchdir,%eax */
+                                       0x0f, 0x05,                             /* syscall */
+                                       0x48, 0x3d, 0x01, 0xf0, 0xff, 0xff};    /* cmp $-4095,%rax */
+
 static const unsigned char ACCESS[] = {0xb8, 0x15, 0x00, 0x00, 0x00,            /* mov $SYS_access,%eax */
                                        0x0f, 0x05,                              /* syscall */
                                        0x48, 0x3d, 0x00, 0xf0, 0xff, 0xff};     /* cmp $-4096,%rax */
@@ -363,8 +550,8 @@ static const unsigned char OPENAT[] = {0x48, 0x83, 0xec, 0x78,                  
                                        0x64, 0x48, 0x8b, 0x04, 0x25, 0x28, 0x00, 0x00, 0x00}; /* mov %fs:0x28,%rax */
 
 /* libc's own definition of name (its default version), found in its dynamic symbol table: the
- * shim links against nothing newer than glibc 2.2.5 (dl_iterate_phdr, __errno_location), so it
- * loads into any glibc guest, and a symbol another preload defines is not the one patched. */
+ * shim links against nothing newer than glibc 2.14 (dl_iterate_phdr, __errno_location, memcpy),
+ * so it loads into any glibc guest, and a symbol another preload defines is not the one patched. */
 struct lookup {
     const char *object; /* the file name of the object to look in */
     const char *name;
@@ -515,6 +702,10 @@ __attribute__((constructor)) static void cv_shim_init(void) {
     redirect("readlink", READLINK, sizeof READLINK, (void *)shim_readlink);
     redirect("readlinkat", READLINKAT, sizeof READLINKAT, (void *)shim_readlinkat);
     redirect("access", ACCESS, sizeof ACCESS, (void *)shim_access);
+    redirect("getxattr", GETXATTR, sizeof GETXATTR, (void *)shim_getxattr);
+    redirect("chdir", CHDIR, sizeof CHDIR, (void *)shim_chdir);
+    redirect("fchdir", FCHDIR, sizeof FCHDIR, (void *)shim_fchdir);
+    redirect("lgetxattr", LGETXATTR, sizeof LGETXATTR, (void *)shim_lgetxattr);
     redirect("lseek64", LSEEK, sizeof LSEEK, (void *)shim_lseek);
     unsigned char *fn;
     if ((fn = split_entry("read", NULL, 0, READ_TAIL, sizeof READ_TAIL, &single_threaded, (void **)&libc_read_mt)))

@@ -20,7 +20,8 @@ struct cv_answers {
     pthread_mutex_t lock;
     int fd; /* the memfd, read-write: the guests get read-only opens of it */
     struct cv_ans_head *head;
-    unsigned turn; /* the way a full set gives up next */
+    unsigned turn;   /* the way a full set gives up next */
+    uint64_t serial; /* the last directory publication's (receiver thread) */
 };
 
 static pthread_mutex_t make_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -33,8 +34,8 @@ static uint64_t now_ns(void) {
 
 /* An embedder's hook or a trace must see every call the shim could serve. */
 static int wanted(const struct cv_run *r) {
-    static const int served[] = {__NR_readlink, __NR_readlinkat, __NR_open,  __NR_openat,
-                                 __NR_newfstatat, __NR_statx,     __NR_access};
+    static const int served[] = {__NR_readlink, __NR_readlinkat, __NR_open,     __NR_openat,   __NR_newfstatat,
+                                 __NR_statx,    __NR_access,     __NR_getxattr, __NR_lgetxattr};
     for (size_t i = 0; i < sizeof served / sizeof *served; i++)
         if (cv_hook_wants(r, served[i])) return 0;
     return 1;
@@ -76,6 +77,7 @@ static struct cv_answers *table(struct cv_run *r, int make) {
                                             .key_max = CV_ANS_KEY_MAX,
                                             .gone_gen = 1,
                                             .made_gen = 1,
+                                            .tree_gen = 1,
                                             .copies = __atomic_load_n(&r->copies, __ATOMIC_ACQUIRE)};
             publish_copied(r, a);
             __atomic_store_n(&r->answers, a, __ATOMIC_RELEASE);
@@ -161,6 +163,107 @@ void cv_answers_changing(struct cv_run *r, int what) {
     if (!a) return;
     if (what & CV_ANS_GONE) __atomic_fetch_add(&a->head->gone_gen, 1, __ATOMIC_SEQ_CST);
     if (what & CV_ANS_MADE) __atomic_fetch_add(&a->head->made_gen, 1, __ATOMIC_SEQ_CST);
+    if (what & CV_ANS_TREE) __atomic_fetch_add(&a->head->tree_gen, 1, __ATOMIC_SEQ_CST);
+}
+
+uint64_t cv_answers_tree_gen(struct cv_run *r) {
+    struct cv_answers *a = table(r, 0);
+    return a ? __atomic_load_n(&a->head->tree_gen, __ATOMIC_ACQUIRE) : 0;
+}
+
+/* Begin and end a seqlock write of a slot whose seq is at *seq. */
+static void slot_open(uint32_t *seq) {
+    __atomic_store_n(seq, __atomic_load_n(seq, __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+}
+
+static void slot_close(uint32_t *seq) {
+    __atomic_store_n(seq, __atomic_load_n(seq, __ATOMIC_RELAXED) + 1, __ATOMIC_RELEASE);
+}
+
+int cv_answers_dir_fresh(struct cv_run *r, const char *vpath, int level) {
+    struct cv_answers *a = table(r, 0);
+    uint32_t klen = a ? cv_ans_key_ok(vpath) : 0;
+    struct cv_ans_id id;
+    uint32_t has = 0;
+    uint64_t later = now_ns() + CV_ANS_TTL_NS / 2; /* good for half a record's life more */
+    return klen && cv_ans_dir_get(a->head, vpath, klen, later, &id) && cv_ans_did_get(a->head, &id, later, &has) &&
+           has >= (uint32_t)level;
+}
+
+uint64_t cv_answers_serial(struct cv_run *r) {
+    struct cv_answers *a = table(r, 0);
+    return a ? ++a->serial : 0;
+}
+
+void cv_answers_put_entry(struct cv_run *r, uint64_t serial, const struct cv_ans_id *dir, const char *name,
+                          const struct statx *stx, uint32_t xattr) {
+    struct cv_answers *a = table(r, 0);
+    size_t nlen = strlen(name);
+    if (!a || !serial || !nlen || nlen > CV_ANS_KEY_MAX) return;
+    uint32_t hash = cv_ans_ent_hash(dir, name, (uint32_t)nlen);
+    pthread_mutex_lock(&a->lock);
+    struct cv_ans_ent *set = cv_ans_ent_set(a->head, hash), *e = NULL;
+    for (uint32_t w = 0; w < CV_ANS_WAYS && !e; w++)
+        if (set[w].hash == hash && set[w].nlen == nlen && cv_ans_same_id(&set[w].dir, dir) &&
+            !memcmp(set[w].name, name, nlen))
+            e = &set[w];
+    if (!e) e = &set[a->turn++ % CV_ANS_WAYS];
+    slot_open(&e->seq);
+    e->hash = hash, e->serial = serial, e->born = now_ns(), e->dir = *dir, e->nlen = (uint32_t)nlen;
+    e->xattr = xattr;
+    memcpy(e->name, name, nlen);
+    e->stx = *stx;
+    slot_close(&e->seq);
+    pthread_mutex_unlock(&a->lock);
+}
+
+void cv_answers_put_did(struct cv_run *r, const struct cv_ans_id *id, uint64_t serial, int level) {
+    struct cv_answers *a = table(r, 0);
+    if (!a || !serial) return;
+    uint32_t hash = cv_ans_did_hash(id);
+    pthread_mutex_lock(&a->lock);
+    struct cv_ans_did *set = cv_ans_did_set(a->head, hash), *d = NULL;
+    for (uint32_t w = 0; w < CV_ANS_WAYS && !d; w++)
+        if (set[w].hash == hash && cv_ans_same_id(&set[w].id, id)) d = &set[w];
+    if (!d) d = &set[a->turn++ % CV_ANS_WAYS];
+    slot_open(&d->seq);
+    d->hash = hash, d->serial = serial, d->born = now_ns(), d->id = *id, d->level = (uint32_t)level;
+    slot_close(&d->seq);
+    pthread_mutex_unlock(&a->lock);
+}
+
+void cv_answers_put_dir(struct cv_run *r, uint64_t tree_gen, const char *vpath, const struct cv_ans_id *id) {
+    struct cv_answers *a = table(r, 0);
+    uint32_t klen = a && tree_gen ? cv_ans_key_ok(vpath) : 0;
+    if (!klen || kernel_made(vpath)) return;
+    uint32_t hash = cv_ans_hash(vpath, klen);
+    pthread_mutex_lock(&a->lock);
+    struct cv_ans_dir *set = cv_ans_dir_set(a->head, hash), *d = NULL;
+    for (uint32_t w = 0; w < CV_ANS_WAYS && !d; w++)
+        if (set[w].hash == hash && set[w].klen == klen && !memcmp(set[w].key, vpath, klen)) d = &set[w];
+    if (!d) d = &set[a->turn++ % CV_ANS_WAYS];
+    slot_open(&d->seq);
+    d->hash = hash, d->gen = tree_gen, d->born = now_ns(), d->id = *id, d->klen = klen;
+    memcpy(d->key, vpath, klen);
+    slot_close(&d->seq);
+    pthread_mutex_unlock(&a->lock);
+}
+
+void cv_answers_dir_changing(struct cv_run *r, dev_t dev, ino_t ino) {
+    struct cv_answers *a = table(r, 0);
+    if (!a) return;
+    struct cv_ans_id key = {0, (uint64_t)dev, (uint64_t)ino};
+    uint32_t hash = cv_ans_did_hash(&key);
+    pthread_mutex_lock(&a->lock);
+    struct cv_ans_did *d = cv_ans_did_set(a->head, hash);
+    for (uint32_t w = 0; w < CV_ANS_WAYS; w++, d++) {
+        if (d->hash != hash || d->id.dev != key.dev || d->id.ino != key.ino || !d->serial) continue;
+        slot_open(&d->seq);
+        d->serial = 0;
+        slot_close(&d->seq);
+    }
+    pthread_mutex_unlock(&a->lock);
 }
 
 void cv_answers_free(struct cv_run *r) {

@@ -7,6 +7,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "supervisor/run.h"
 
@@ -41,6 +42,25 @@ void cv_answers_changing(struct cv_run *r, int what);
  * (CV_FOLLOW_MAGIC). Receiver thread only. */
 void cv_answers_copied(struct cv_run *r);
 
+/* The directory records (handlers/statpub.c). The tree generation to record a directory's path
+ * with, read before resolving it (0: no table); it moves on before a rename or a symlink
+ * (cv_answers_changing with CV_ANS_TREE). */
+uint64_t cv_answers_tree_gen(struct cv_run *r);
+/* The directory at virtual path vpath was published to level (CV_ANS_DIRS_ONLY, ...) or more
+ * less than half a record's life ago: no need to again. */
+int cv_answers_dir_fresh(struct cv_run *r, const char *vpath, int level);
+/* A directory's publication: a new serial (0: no table), its entries under it, then the
+ * directory's identity record, which makes them good, then its path. */
+struct cv_ans_id;
+struct statx;
+uint64_t cv_answers_serial(struct cv_run *r);
+void cv_answers_put_entry(struct cv_run *r, uint64_t serial, const struct cv_ans_id *dir, const char *name,
+                          const struct statx *stx, uint32_t xattr);
+void cv_answers_put_did(struct cv_run *r, const struct cv_ans_id *id, uint64_t serial, int level);
+void cv_answers_put_dir(struct cv_run *r, uint64_t tree_gen, const char *vpath, const struct cv_ans_id *id);
+/* The host or layer directory dev/ino is about to change in the view (its upper twin is being
+ * made): its entries' records go. Receiver thread. */
+void cv_answers_dir_changing(struct cv_run *r, dev_t dev, ino_t ino);
 void cv_answers_free(struct cv_run *r);
 
 #endif

@@ -1,0 +1,120 @@
+// The shim answers stat, lstat, statx and ls -l's getxattr calls in host directories whose
+// entries the supervisor published (native/src/handlers/statpub.c). Differential: whatever
+// changes a directory's entries, by the process itself or another one of the sandbox, each way
+// of asking after them shows the change as natively: an absolute path, a name under a dirfd
+// (following or not), a path relative to the cwd, through a symlinked directory, `..` and
+// /proc/self/fd, statx with and without the birth time, and getxattr. Native runs of the same
+// script set what is right.
+import assert from "node:assert/strict";
+import { diffTest } from "../../helpers/differential.js";
+
+const PUBLISHED_PY = String.raw`
+import os, stat, subprocess, sys, time
+here = os.getcwd()
+names = ["hello.txt", "data.bin", "readonly.txt", "xattr.txt", "link-to-hello", "dangling",
+         "dir-link", "sub", "empty-dir", "new.txt", "hard.txt", "moved.txt", "newdir"]
+
+def fmt(st):
+    kind = stat.filemode(st.st_mode)
+    size = "" if stat.S_ISDIR(st.st_mode) else st.st_size
+    m = st.st_mtime_ns
+    when = "" if not stat.S_ISREG(st.st_mode) else "now" if abs(m - time.time_ns()) < 3600 * 10**9 else m
+    return f"{kind}/{size}/{st.st_nlink}/{when}"
+
+def attempt(fn):
+    try:
+        return fmt(fn())
+    except OSError as e:
+        return f"E{e.errno}"
+
+def xattr(path, follow):
+    try:
+        os.getxattr(path, "security.selinux", follow_symlinks=follow)
+        return "has"
+    except OSError as e:
+        return f"E{e.errno}"
+
+def show(label):
+    d = os.open(".", os.O_RDONLY | os.O_DIRECTORY)
+    sub = os.open("sub", os.O_RDONLY | os.O_DIRECTORY)
+    print("--", label)
+    for name in names:
+        print(name,
+              attempt(lambda: os.stat(os.path.join(here, name), follow_symlinks=False)),
+              attempt(lambda: os.stat(name, dir_fd=d, follow_symlinks=False)),
+              attempt(lambda: os.stat(name, dir_fd=d)),
+              attempt(lambda: os.lstat(name)),
+              attempt(lambda: os.stat(os.path.join(here, "sub", "..", name), follow_symlinks=False)),
+              attempt(lambda: os.stat(f"/proc/self/fd/{d}/{name}", follow_symlinks=False)),
+              xattr(os.path.join(here, name), False), xattr(os.path.join(here, name), True))
+    for name in ["nested.txt", "moved.txt", "deeper"]:
+        print("sub/" + name,
+              attempt(lambda: os.stat(name, dir_fd=sub, follow_symlinks=False)),
+              attempt(lambda: os.stat(os.path.join(here, "dir-link", name))),
+              attempt(lambda: os.stat(os.path.join(here, "sub", name))))
+    os.close(d)
+    os.close(sub)
+    sys.stdout.flush()
+
+show("first")
+show("again")
+subprocess.run(["sh", "-c", "chmod 600 hello.txt; touch -d @1000000000 sub/nested.txt; echo more >> data.bin; "
+                "rm link-to-hello; mv sub/nested.txt sub/moved.txt; ln hello.txt hard.txt; mkdir newdir; "
+                "ln -s hello.txt new.txt; rmdir empty-dir"], check=True)
+show("after another process changed them")
+os.chmod("readonly.txt", 0o640)
+os.utime("data.bin", ns=(2000000000000000000, 2000000000000000000))
+os.truncate("hello.txt", 3)
+os.rename("sub/moved.txt", "moved.txt")
+os.unlink("dangling")
+os.symlink("newdir", "empty-dir")
+show("after this process changed them")
+`;
+
+diffTest("stat and getxattr follow every change to a directory's entries, however asked", {
+  steps: [{ argv: ["python3", "-c", PUBLISHED_PY] }],
+  expectNative: (native) => {
+    const out = native.steps[0]?.stdout ?? "";
+    assert.match(out, /-- after this process changed them/);
+    assert.match(out, /^hello\.txt -rw-------\/3\/2\//m, "the native run saw the last changes");
+  },
+});
+
+// A walk as find, ls -lR and tar make it, then the same after a change deep in the tree.
+diffTest(
+  "find, ls -lR and tar see a change made between two walks",
+  "walk() { find . -printf '%p %y %m %n\\n' | sort; find . -type f -printf '%p %s\\n' | sort; " +
+    "ls -lR --time-style=+ sub | grep -v '^total' | awk '{print $1, $2, $NF}' | sort; }; walk; " +
+    "chmod 700 sub/deeper; echo x >> sub/deeper/leaf.txt; mkdir sub/deeper/new; walk; tar cf - sub | tar tf - | sort",
+);
+
+// Names relative to the cwd: the shim keeps the cwd the supervisor gave until a chdir or a
+// rename anywhere in the view, so a cwd another process renamed, or one it moved into, is
+// looked up where it now is.
+const CWD_PY = String.raw`
+import os, stat, subprocess
+def look(*names):
+    out = []
+    for n in names:
+        try:
+            st = os.lstat(n)
+            out.append(f"{n}:{stat.filemode(st.st_mode)}:{st.st_size if stat.S_ISREG(st.st_mode) else ''}")
+        except OSError as e:
+            out.append(f"{n}:E{e.errno}")
+    print(os.path.basename(os.getcwd()), *out)
+os.chdir("sub")
+look("nested.txt", "deeper", "./deeper/leaf.txt", "added.txt")
+subprocess.run(["sh", "-c", "mv ../sub ../moved && echo more >> nested.txt && echo new > added.txt"], check=True)
+look("nested.txt", "deeper", "./deeper/leaf.txt", "added.txt")
+os.chdir("deeper")
+look("leaf.txt", "../nested.txt")
+fd = os.open("..", os.O_RDONLY)
+os.fchdir(fd)
+look("nested.txt", "added.txt")
+os.chdir("/")
+look("moved", "sub")
+`;
+
+diffTest("a path relative to the cwd after a chdir and after another process renamed the cwd", {
+  steps: [{ argv: ["python3", "-c", CWD_PY] }],
+});
