@@ -1,8 +1,8 @@
 /* The stat of a directory's entries, stated at once for the guest's shim (common/answers_fmt.h).
  * ls -l, find, tar and git status look up every entry of the directories they walk, one
  * notification each; when one such look-up lands in a host directory whose view is the
- * kernel's (no upper twin, no read-only layer's, no hidden entry, not under /proc, /dev or
- * /sys), the supervisor records every entry's lstat, and the shim answers the next ones.
+ * kernel's (no upper twin, no read-only layer's, no hidden entry, not "/" nor under /proc, /dev
+ * or /sys), the supervisor records every entry's lstat, and the shim answers the next ones.
  *
  * What is recorded is what the stat handlers would answer there: the real entry's statx, since
  * nothing of the sandbox's covers it. The records are keyed by the directory's identity and go
@@ -11,8 +11,8 @@
  * goes with a rename or a symlink anywhere. */
 #include <errno.h>
 #include <fcntl.h>
-#include <stdio.h>
 #include <dirent.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -68,11 +68,11 @@ static uint32_t xattr_bits(int dirfd, const char *name, const struct statx *st, 
 }
 
 /* Publishing costs a listing, and a statx (and for ls -l a listxattrat) per entry; a look-up
- * the shim answers saves a notification. So a directory's entries are published once the guest
- * has missed in it twice and at least one entry in eight (a walk: ls -l, git status), not for
- * the few names a compiler or an interpreter looks up in a large one; its subdirectories (a
- * walk's look-ups: find, tar) at once, when its link count says it holds two or more (a
- * filesystem that does not count them says 1). The xattr bits only once ls -l asks for one. */
+ * the shim answers saves a notification. So a directory is published once the guest has missed
+ * in it twice and at least once for every eight entries (a walk: ls -l, git status), not for the
+ * few names a compiler or an interpreter looks up in a large one; when the miss was a
+ * subdirectory's (find, tar), its subdirectories alone, counted by its link count. The xattr
+ * bits only once ls -l asks for one. */
 #define MISS_SLOTS 512
 #define MISS_WINDOW_NS 200000000ull
 
@@ -115,6 +115,8 @@ void cv_notif_publish_dir(struct cv_notif *n, const struct cv_vnode *v, uint64_t
     char dir[CV_ANS_KEY_MAX + 1];
     memcpy(dir, v->vpath, plen);
     dir[plen] = 0;
+    /* where the kernel makes, removes and touches names by itself: a pty's slave, a tty's times */
+    if (cv_path_under(dir, "/dev") || cv_path_under(dir, "/proc") || cv_path_under(dir, "/sys")) return;
     int level = xattrs ? CV_ANS_XATTRS : S_ISDIR(v->st.st_mode) ? CV_ANS_DIRS_ONLY : CV_ANS_ENTRIES;
     if (cv_vfs_holds_hidden(r, dir) || cv_answers_dir_fresh(r, dir, level)) return;
     struct statx ds;
@@ -122,7 +124,9 @@ void cv_notif_publish_dir(struct cv_notif *n, const struct cv_vnode *v, uint64_t
         !(ds.stx_mask & STATX_MNT_ID))
         return;
     struct misses *m = miss(dir);
-    if (level == CV_ANS_DIRS_ONLY ? ds.stx_nlink != 1 && ds.stx_nlink < 4 : m->count < 2) return;
+    /* subdirectories: counted by the link count (1: the filesystem does not count them) */
+    if (m->count < 2 || (level == CV_ANS_DIRS_ONLY && ds.stx_nlink != 1 && (uint64_t)m->count * 8 < ds.stx_nlink - 2))
+        return;
     cv_autoclose int fd = cv_reopen_dir_quietly(v->psrc, O_RDONLY | O_DIRECTORY);
     char buf[16384] __attribute__((aligned(8)));
     if (fd < 0) return;
