@@ -29,6 +29,7 @@
 #define CV_ANSWERS_FMT_H
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/stat.h>
 
@@ -72,7 +73,7 @@ struct cv_ans_copied {
 };
 
 #define CV_ANS_DIR_SETS 1024u  /* a power of two; CV_ANS_WAYS each */
-#define CV_ANS_ENT_SETS 8192u  /* a power of two; CV_ANS_WAYS each */
+#define CV_ANS_ENT_SETS 4096u  /* a power of two; CV_ANS_WAYS each */
 #define CV_ANS_DIR_ENTRIES 1024 /* published of one directory at most */
 
 /* The identity of a real directory: what statx of an fd of it says. */
@@ -103,13 +104,20 @@ struct cv_ans_did { /* a directory's identity: under which serial its entries ar
 #define CV_ANS_NO_ACL 2u     /* lgetxattr(entry, "system.posix_acl_access") says ENODATA */
 #define CV_ANS_NO_DEFAULT 4u /* lgetxattr(entry, "system.posix_acl_default") says ENODATA */
 
+/* Entries are kept small, so that a walk touches few pages of the table: names up to
+ * CV_ANS_NAME_MAX bytes (a longer one is not published), and struct statx up to stx_mnt_id, the
+ * last field a mask within STATX_BASIC_STATS | STATX_BTIME | STATX_MNT_ID fills (the kernel
+ * zeroes the rest). */
+#define CV_ANS_NAME_MAX 95u
+#define CV_ANS_STX_BYTES (offsetof(struct statx, stx_mnt_id) + sizeof(uint64_t))
+
 struct cv_ans_ent {
     uint32_t seq, hash;
     uint64_t serial, born; /* its directory's publication */
     struct cv_ans_id dir;
-    uint32_t nlen, xattr;
-    char name[CV_ANS_KEY_MAX + 1];
-    struct statx stx; /* lstat of the entry: STATX_BASIC_STATS | STATX_BTIME asked */
+    uint16_t nlen, xattr;
+    char name[CV_ANS_NAME_MAX + 1];
+    uint64_t stx[CV_ANS_STX_BYTES / 8]; /* lstat of the entry: STATX_BASIC_STATS | STATX_BTIME asked */
 };
 
 #define CV_ANS_SLOTS_END (sizeof(struct cv_ans_head) + (uint64_t)CV_ANS_SETS * CV_ANS_WAYS * sizeof(struct cv_ans_slot))
@@ -203,15 +211,18 @@ static inline uint32_t cv_ans_ent_hash(const struct cv_ans_id *dir, const char *
 }
 
 static inline struct cv_ans_dir *cv_ans_dir_set(const struct cv_ans_head *t, uint32_t hash) {
-    return (struct cv_ans_dir *)(void *)((char *)(uintptr_t)t + CV_ANS_COPIED_END) + (hash & (CV_ANS_DIR_SETS - 1)) * CV_ANS_WAYS;
+    struct cv_ans_dir *base = (struct cv_ans_dir *)(void *)((char *)(uintptr_t)t + CV_ANS_COPIED_END);
+    return base + (hash & (CV_ANS_DIR_SETS - 1)) * CV_ANS_WAYS;
 }
 
 static inline struct cv_ans_did *cv_ans_did_set(const struct cv_ans_head *t, uint32_t hash) {
-    return (struct cv_ans_did *)(void *)((char *)(uintptr_t)t + CV_ANS_DIRS_END) + (hash & (CV_ANS_DIR_SETS - 1)) * CV_ANS_WAYS;
+    struct cv_ans_did *base = (struct cv_ans_did *)(void *)((char *)(uintptr_t)t + CV_ANS_DIRS_END);
+    return base + (hash & (CV_ANS_DIR_SETS - 1)) * CV_ANS_WAYS;
 }
 
 static inline struct cv_ans_ent *cv_ans_ent_set(const struct cv_ans_head *t, uint32_t hash) {
-    return (struct cv_ans_ent *)(void *)((char *)(uintptr_t)t + CV_ANS_DIDS_END) + (hash & (CV_ANS_ENT_SETS - 1)) * CV_ANS_WAYS;
+    struct cv_ans_ent *base = (struct cv_ans_ent *)(void *)((char *)(uintptr_t)t + CV_ANS_DIDS_END);
+    return base + (hash & (CV_ANS_ENT_SETS - 1)) * CV_ANS_WAYS;
 }
 
 static inline int cv_ans_young(uint64_t born, uint64_t now) { return now >= born && now - born < CV_ANS_TTL_NS; }
@@ -264,7 +275,7 @@ static inline uint64_t cv_ans_did_get(const struct cv_ans_head *t, const struct 
 /* The entry `name` (len bytes) of the directory id, good now: 1 with its lstat and xattr bits. */
 static inline int cv_ans_ent_get(const struct cv_ans_head *t, const struct cv_ans_id *dir, const char *name,
                                  uint32_t len, uint64_t now, struct statx *stx, uint32_t *xattr) {
-    uint64_t serial = cv_ans_did_get(t, dir, now, NULL);
+    uint64_t serial = len <= CV_ANS_NAME_MAX ? cv_ans_did_get(t, dir, now, NULL) : 0;
     if (!serial) return 0;
     uint32_t hash = cv_ans_ent_hash(dir, name, len);
     struct cv_ans_ent *e = cv_ans_ent_set(t, hash);
@@ -276,9 +287,9 @@ static inline int cv_ans_ent_get(const struct cv_ans_head *t, const struct cv_an
         int same = 1;
         for (uint32_t i = 0; i < len && same; i++) same = e->name[i] == name[i];
         if (!same) continue;
-        const volatile uint64_t *from = (const volatile uint64_t *)(const void *)&e->stx;
-        uint64_t *to = (uint64_t *)(void *)stx; /* by words: no memcpy call */
-        for (size_t i = 0; i < sizeof *stx / 8; i++) to[i] = from[i];
+        const volatile uint64_t *from = e->stx;
+        volatile uint64_t *to = (volatile uint64_t *)(void *)stx; /* by words: no memcpy call */
+        for (size_t i = 0; i < sizeof *stx / 8; i++) to[i] = i < CV_ANS_STX_BYTES / 8 ? from[i] : 0;
         uint32_t x = e->xattr;
         __atomic_thread_fence(__ATOMIC_ACQUIRE);
         if (__atomic_load_n(&e->seq, __ATOMIC_RELAXED) != seq) return 0;

@@ -172,7 +172,8 @@ static struct cv_reply do_statx(struct cv_notif *n) {
         stx.stx_dev_major = major(twin.st_dev);
         stx.stx_dev_minor = minor(twin.st_dev);
     }
-    if (!fd_only && (v.aino || S_ISDIR(stx.stx_mode))) stx.stx_nlink = (__u32)nlink; /* an alias's names, a merged dir's */
+    /* an alias's names, not its source's; a merged directory's subdirectories */
+    if (!fd_only && (v.aino || S_ISDIR(stx.stx_mode))) stx.stx_nlink = (__u32)nlink;
     return reply_write(n, a[4], &stx, sizeof stx, 0);
 }
 

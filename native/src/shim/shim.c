@@ -325,10 +325,12 @@ static int served_enoent(const char *path) {
 }
 
 /* The cwd as the supervisor last said it (getcwd), while no rename or removal in the view and
- * no chdir of this process's (through libc) happened since: a rename may move it. */
+ * no chdir of this process's (through libc) happened since: a rename may move it. Kept with the
+ * pid that asked: a vfork child shares this memory, not its cwd. */
 static char cwd_text[CV_ANS_KEY_MAX + 1];
 static uint32_t cwd_len; /* 0: not known */
 static uint64_t cwd_gen;
+static long cwd_pid;
 
 static void forget_cwd(void) { __atomic_store_n(&cwd_len, 0, __ATOMIC_RELEASE); }
 
@@ -340,11 +342,15 @@ static const char *in_cwd(const char *rel, char out[CV_ANS_KEY_MAX + 2]) {
     if (!t) return NULL;
     uint64_t gone = __atomic_load_n(&t->gone_gen, __ATOMIC_ACQUIRE);
     uint32_t n = __atomic_load_n(&cwd_len, __ATOMIC_ACQUIRE);
-    if (!n || __atomic_load_n(&cwd_gen, __ATOMIC_RELAXED) != gone) {
+    long pid = raw6(SYS_getpid, 0, 0, 0, 0, 0, 0);
+    if (!n || __atomic_load_n(&cwd_gen, __ATOMIC_RELAXED) != gone ||
+        __atomic_load_n(&cwd_pid, __ATOMIC_RELAXED) != pid) {
+        __atomic_store_n(&cwd_len, 0, __ATOMIC_RELEASE);
         long r = raw6(SYS_getcwd, (long)cwd_text, sizeof cwd_text, 0, 0, 0, 0); /* the length with its NUL */
         if (r < 2 || cwd_text[0] != '/') return NULL;
         n = (uint32_t)r - 1;
         __atomic_store_n(&cwd_gen, gone, __ATOMIC_RELAXED);
+        __atomic_store_n(&cwd_pid, pid, __ATOMIC_RELAXED);
         __atomic_store_n(&cwd_len, n, __ATOMIC_RELEASE);
     }
     uint32_t at = n == 1 ? 0 : n;

@@ -200,7 +200,7 @@ void cv_answers_put_entry(struct cv_run *r, uint64_t serial, const struct cv_ans
                           const struct statx *stx, uint32_t xattr) {
     struct cv_answers *a = table(r, 0);
     size_t nlen = strlen(name);
-    if (!a || !serial || !nlen || nlen > CV_ANS_KEY_MAX) return;
+    if (!a || !serial || !nlen || nlen > CV_ANS_NAME_MAX) return;
     uint32_t hash = cv_ans_ent_hash(dir, name, (uint32_t)nlen);
     pthread_mutex_lock(&a->lock);
     struct cv_ans_ent *set = cv_ans_ent_set(a->head, hash), *e = NULL;
@@ -210,10 +210,10 @@ void cv_answers_put_entry(struct cv_run *r, uint64_t serial, const struct cv_ans
             e = &set[w];
     if (!e) e = &set[a->turn++ % CV_ANS_WAYS];
     slot_open(&e->seq);
-    e->hash = hash, e->serial = serial, e->born = now_ns(), e->dir = *dir, e->nlen = (uint32_t)nlen;
-    e->xattr = xattr;
+    e->hash = hash, e->serial = serial, e->born = now_ns(), e->dir = *dir, e->nlen = (uint16_t)nlen;
+    e->xattr = (uint16_t)xattr;
     memcpy(e->name, name, nlen);
-    e->stx = *stx;
+    memcpy(e->stx, stx, CV_ANS_STX_BYTES);
     slot_close(&e->seq);
     pthread_mutex_unlock(&a->lock);
 }

@@ -6,7 +6,7 @@
 // /proc/self/fd, statx with and without the birth time, and getxattr. Native runs of the same
 // script set what is right.
 import assert from "node:assert/strict";
-import { diffTest } from "../../helpers/differential.js";
+import { addManyFiles, diffTest } from "../../helpers/differential.js";
 
 const PUBLISHED_PY = String.raw`
 import os, stat, subprocess, sys, time
@@ -118,3 +118,12 @@ look("moved", "sub")
 diffTest("a path relative to the cwd after a chdir and after another process renamed the cwd", {
   steps: [{ argv: ["python3", "-c", CWD_PY] }],
 });
+
+// Names longer than the table keeps (common/answers_fmt.h: CV_ANS_NAME_MAX) are asked each time,
+// in a directory whose other entries are published.
+diffTest(
+  "a walked directory of long names: ls -l before and after one changes",
+  "look() { ls -l --time-style=+ many many/nested | awk '{print $1, $2, $5, $NF}' | sort | sed -n '1,6p;$p'; }; " +
+    'look; first="many/$(ls many | sort | head -n 1)"; chmod 600 "$first"; echo more >> "$first"; look',
+  { setup: addManyFiles },
+);
