@@ -669,9 +669,39 @@ static int patch(unsigned char *fn, void *to) {
     return 0;
 }
 
-static int redirect(const char *name, const unsigned char *expect, size_t len, void *to) {
-    unsigned char *fn = entry(name, expect, len);
-    return fn ? patch(fn, to) : -1;
+/* The jumps to write, written together: one writable window over the pages they lie on (two
+ * mprotects in all, not two a jump: they are an exec's cost), each page executable throughout. */
+struct batch {
+    unsigned char *fn[24];
+    void *to[24];
+    size_t n;
+};
+
+static void add(struct batch *b, unsigned char *fn, void *to) {
+    if (fn && b->n < sizeof b->fn / sizeof *b->fn) b->fn[b->n] = fn, b->to[b->n++] = to;
+}
+
+static void apply(const struct batch *b) {
+    uintptr_t lo = UINTPTR_MAX, hi = 0;
+    for (size_t i = 0; i < b->n; i++) {
+        uintptr_t at = (uintptr_t)b->fn[i];
+        if ((at & ~(uintptr_t)4095) < lo) lo = at & ~(uintptr_t)4095;
+        if (at + CV_SHIM_JUMP_LEN > hi) hi = at + CV_SHIM_JUMP_LEN;
+    }
+    if (!b->n || raw6(SYS_mprotect, (long)lo, (long)(hi - lo), PROT_READ | PROT_WRITE | PROT_EXEC, 0, 0, 0) < 0) {
+        for (size_t i = 0; i < b->n; i++) patch(b->fn[i], b->to[i]); /* not one mapping: page by page */
+        return;
+    }
+    for (size_t i = 0; i < b->n; i++) {
+        unsigned char jump[CV_SHIM_JUMP_LEN];
+        cv_shim_jump(jump, (uintptr_t)b->to[i]);
+        for (size_t k = 0; k < sizeof jump; k++) ((volatile unsigned char *)b->fn[i])[k] = jump[k];
+    }
+    raw6(SYS_mprotect, (long)lo, (long)(hi - lo), PROT_READ | PROT_EXEC, 0, 0, 0);
+}
+
+static void redirect(struct batch *b, const char *name, const unsigned char *expect, size_t len, void *to) {
+    add(b, entry(name, expect, len), to);
 }
 
 /* Redirect name to `to`, keeping its own code callable through *orig: a trampoline on a page
@@ -698,32 +728,36 @@ __attribute__((constructor)) static void cv_shim_init(void) {
     /* Linux 6.11+ answers a NULL path about the fd (EBADF here); before, EFAULT. */
     struct stat st;
     if (raw6(SYS_newfstatat, 0x7fffffff, 0, (long)&st, AT_EMPTY_PATH, 0, 0) != -EBADF) return;
-    redirect("fstatat", FSTATAT, sizeof FSTATAT, (void *)shim_fstatat);
-    redirect("statx", STATX, sizeof STATX, (void *)shim_statx);
-    redirect("syscall", SYSCALL, sizeof SYSCALL, (void *)shim_syscall);
+    struct batch b = {.n = 0};
+    redirect(&b, "fstatat", FSTATAT, sizeof FSTATAT, (void *)shim_fstatat);
+    redirect(&b, "statx", STATX, sizeof STATX, (void *)shim_statx);
+    redirect(&b, "syscall", SYSCALL, sizeof SYSCALL, (void *)shim_syscall);
     /* The table's records are stamped with the monotonic clock: read it as libc does. */
     struct lookup vdso = {"linux-vdso.so.1", "__vdso_clock_gettime", NULL};
     dl_iterate_phdr(find_in, &vdso);
     vdso_clock_gettime = (int (*)(clockid_t, struct timespec *))(void *)vdso.addr;
-    redirect("readlink", READLINK, sizeof READLINK, (void *)shim_readlink);
-    redirect("readlinkat", READLINKAT, sizeof READLINKAT, (void *)shim_readlinkat);
-    redirect("access", ACCESS, sizeof ACCESS, (void *)shim_access);
-    redirect("getxattr", GETXATTR, sizeof GETXATTR, (void *)shim_getxattr);
-    redirect("chdir", CHDIR, sizeof CHDIR, (void *)shim_chdir);
-    redirect("fchdir", FCHDIR, sizeof FCHDIR, (void *)shim_fchdir);
-    redirect("lgetxattr", LGETXATTR, sizeof LGETXATTR, (void *)shim_lgetxattr);
-    redirect("lseek64", LSEEK, sizeof LSEEK, (void *)shim_lseek);
-    unsigned char *fn;
-    if ((fn = split_entry("read", NULL, 0, READ_TAIL, sizeof READ_TAIL, &single_threaded, (void **)&libc_read_mt)))
-        patch(fn, (void *)shim_read);
-    if ((fn = split_entry("readv", NULL, 0, READV_TAIL, sizeof READV_TAIL, &single_threaded, (void **)&libc_readv_mt)))
-        patch(fn, (void *)shim_readv);
-    if ((fn = split_entry("pread64", PREAD_MID, sizeof PREAD_MID, PREAD_TAIL, sizeof PREAD_TAIL, &single_threaded,
-                          (void **)&libc_pread_mt)))
-        patch(fn, (void *)shim_pread);
+    redirect(&b, "readlink", READLINK, sizeof READLINK, (void *)shim_readlink);
+    redirect(&b, "readlinkat", READLINKAT, sizeof READLINKAT, (void *)shim_readlinkat);
+    redirect(&b, "access", ACCESS, sizeof ACCESS, (void *)shim_access);
+    redirect(&b, "getxattr", GETXATTR, sizeof GETXATTR, (void *)shim_getxattr);
+    redirect(&b, "lgetxattr", LGETXATTR, sizeof LGETXATTR, (void *)shim_lgetxattr);
+    redirect(&b, "chdir", CHDIR, sizeof CHDIR, (void *)shim_chdir);
+    redirect(&b, "fchdir", FCHDIR, sizeof FCHDIR, (void *)shim_fchdir);
+    redirect(&b, "lseek64", LSEEK, sizeof LSEEK, (void *)shim_lseek);
+    add(&b, split_entry("read", NULL, 0, READ_TAIL, sizeof READ_TAIL, &single_threaded, (void **)&libc_read_mt),
+        (void *)shim_read);
+    add(&b, split_entry("readv", NULL, 0, READV_TAIL, sizeof READV_TAIL, &single_threaded, (void **)&libc_readv_mt),
+        (void *)shim_readv);
+    add(&b,
+        split_entry("pread64", PREAD_MID, sizeof PREAD_MID, PREAD_TAIL, sizeof PREAD_TAIL, &single_threaded,
+                    (void **)&libc_pread_mt),
+        (void *)shim_pread);
 
     long page = raw6(SYS_mmap, 0, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (page < 0 && page > -4096) return;
+    if (page < 0 && page > -4096) {
+        apply(&b);
+        return;
+    }
     struct detour d[2];
     size_t n = 0, used = 0;
     n += detour_plan(&d[n], (unsigned char *)page, &used, "open64", OPEN, sizeof OPEN, (void *)shim_open,
@@ -732,10 +766,11 @@ __attribute__((constructor)) static void cv_shim_init(void) {
                      (void **)&libc_openat);
     if (!n || raw6(SYS_mprotect, page, 4096, PROT_READ | PROT_EXEC, 0, 0, 0) < 0) {
         raw6(SYS_munmap, page, 4096, 0, 0, 0, 0);
-        return;
+        n = 0;
     }
     for (size_t i = 0; i < n; i++) {
         *d[i].orig = d[i].tramp; /* before the entry jumps to ours: a thread may call it at once */
-        patch(d[i].fn, d[i].to);
+        add(&b, d[i].fn, d[i].to);
     }
+    apply(&b);
 }
