@@ -103,6 +103,9 @@ struct cv_ans_did { /* a directory's identity: under which serial its entries ar
 #define CV_ANS_NO_SELINUX 1u /* lgetxattr(entry, "security.selinux") says ENODATA */
 #define CV_ANS_NO_ACL 2u     /* lgetxattr(entry, "system.posix_acl_access") says ENODATA */
 #define CV_ANS_NO_DEFAULT 4u /* lgetxattr(entry, "system.posix_acl_default") says ENODATA */
+/* statx fills stx_mtime and stx_ctime only when asked for one of them (Linux 6.13+, where they
+ * may be fine-grained), as it fills stx_btime only when asked */
+#define CV_ANS_TIMES_ASKED 8u
 
 /* Entries are kept small, so that a walk touches few pages of the table: names up to
  * CV_ANS_NAME_MAX bytes (a longer one is not published), and struct statx up to stx_mnt_id, the
@@ -115,7 +118,7 @@ struct cv_ans_ent {
     uint32_t seq, hash;
     uint64_t serial, born; /* its directory's publication */
     struct cv_ans_id dir;
-    uint16_t nlen, xattr;
+    uint16_t nlen, bits; /* CV_ANS_NO_*, CV_ANS_TIMES_ASKED */
     char name[CV_ANS_NAME_MAX + 1];
     uint64_t stx[CV_ANS_STX_BYTES / 8]; /* lstat of the entry: STATX_BASIC_STATS | STATX_BTIME asked */
 };
@@ -272,9 +275,9 @@ static inline uint64_t cv_ans_did_get(const struct cv_ans_head *t, const struct 
     return 0;
 }
 
-/* The entry `name` (len bytes) of the directory id, good now: 1 with its lstat and xattr bits. */
+/* The entry `name` (len bytes) of the directory id, good now: 1 with its lstat and bits. */
 static inline int cv_ans_ent_get(const struct cv_ans_head *t, const struct cv_ans_id *dir, const char *name,
-                                 uint32_t len, uint64_t now, struct statx *stx, uint32_t *xattr) {
+                                 uint32_t len, uint64_t now, struct statx *stx, uint32_t *bits) {
     uint64_t serial = len <= CV_ANS_NAME_MAX ? cv_ans_did_get(t, dir, now, NULL) : 0;
     if (!serial) return 0;
     uint32_t hash = cv_ans_ent_hash(dir, name, len);
@@ -290,12 +293,12 @@ static inline int cv_ans_ent_get(const struct cv_ans_head *t, const struct cv_an
         const volatile uint64_t *from = e->stx;
         volatile uint64_t *to = (volatile uint64_t *)(void *)stx; /* by words: no memcpy call */
         for (size_t i = 0; i < sizeof *stx / 8; i++) to[i] = i < CV_ANS_STX_BYTES / 8 ? from[i] : 0;
-        uint32_t x = e->xattr;
+        uint32_t x = e->bits;
         __atomic_thread_fence(__ATOMIC_ACQUIRE);
         if (__atomic_load_n(&e->seq, __ATOMIC_RELAXED) != seq) return 0;
         /* killed meanwhile: what was read may be what the change is about to replace */
         if (cv_ans_did_get(t, dir, now, NULL) != serial) return 0;
-        *xattr = x;
+        *bits = x;
         return 1;
     }
     return 0;

@@ -138,6 +138,10 @@ void cv_notif_publish_dir(struct cv_notif *n, const struct cv_vnode *v, uint64_t
     if (!serial) return;
     struct cv_ans_id id = {ds.stx_mnt_id, makedev(ds.stx_dev_major, ds.stx_dev_minor), ds.stx_ino};
     uint32_t dir_bits = level == CV_ANS_XATTRS ? probe_names(NULL, fd) : 0;
+    struct statx probe; /* how this filesystem answers a mask that asks no time */
+    uint32_t times = statx(fd, "", AT_EMPTY_PATH, STATX_TYPE, &probe) == 0 && !(probe.stx_mask & STATX_MTIME)
+                         ? CV_ANS_TIMES_ASKED
+                         : 0;
     int count = 0;
     long got;
     while (count < CV_ANS_DIR_ENTRIES && (got = syscall(SYS_getdents64, fd, buf, sizeof buf)) > 0) {
@@ -151,7 +155,7 @@ void cv_notif_publish_dir(struct cv_notif *n, const struct cv_vnode *v, uint64_t
             if (statx(fd, name, AT_SYMLINK_NOFOLLOW | AT_STATX_SYNC_AS_STAT, STATX_BASIC_STATS | STATX_BTIME, &st) < 0)
                 continue;
             uint32_t x = level == CV_ANS_XATTRS ? xattr_bits(fd, name, &st, id.mnt, dir_bits) : 0;
-            cv_answers_put_entry(r, serial, &id, name, &st, x);
+            cv_answers_put_entry(r, serial, &id, name, &st, x | times);
             count++;
         }
     }

@@ -64,7 +64,7 @@ static int same(const char *a, const char *b);
 static void forget_cwd(void);
 static const char *in_cwd(const char *rel, char out[CV_ANS_KEY_MAX + 2]);
 static int served_enoent(const char *path);
-static int served_entry(int fd, const char *path, struct statx *stx, uint32_t *xattr);
+static int served_entry(int fd, const char *path, struct statx *stx, uint32_t *bits);
 static void follow_copies(int fd);
 
 /* The filter's test, made here first: an fd (not AT_FDCWD), AT_EMPTY_PATH and the path "". */
@@ -86,9 +86,8 @@ static int statx_missing(const char *path, long flags, long mask) {
 
 /* A stat the table holds the entry's lstat for (the directory's view is the host's): a link is
  * the kernel's to follow. */
-static int served_stat(int fd, const char *path, long flags, struct statx *stx) {
-    uint32_t xattr;
-    return !(flags & ~(long)STAT_FLAGS) && served_entry(fd, path, stx, &xattr) &&
+static int served_stat(int fd, const char *path, long flags, struct statx *stx, uint32_t *bits) {
+    return !(flags & ~(long)STAT_FLAGS) && served_entry(fd, path, stx, bits) &&
            ((flags & AT_SYMLINK_NOFOLLOW) || !S_ISLNK(stx->stx_mode));
 }
 
@@ -111,15 +110,21 @@ static void stat_of(const struct statx *x, struct stat *st) {
 }
 
 /* statx as the kernel answers the mask: it states the basic fields and the mount id whatever is
- * asked, the birth time only when asked. Other fields (and a forced sync) are its to answer. */
+ * asked, the birth time only when asked, and (Linux 6.13+) the change and modification times
+ * only when one of them is. Other fields (and a forced sync) are its to answer. */
 static int served_statx(int fd, const char *path, long flags, unsigned mask, struct statx *out) {
     if ((flags & AT_STATX_SYNC_TYPE) != AT_STATX_SYNC_AS_STAT && (flags & AT_STATX_SYNC_TYPE) != AT_STATX_DONT_SYNC)
         return 0;
+    uint32_t bits;
     if (mask & ~(unsigned)(STATX_BASIC_STATS | STATX_BTIME | STATX_MNT_ID)) return 0;
-    if (!served_stat(fd, path, flags & ~(long)AT_STATX_SYNC_TYPE, out)) return 0;
+    if (!served_stat(fd, path, flags & ~(long)AT_STATX_SYNC_TYPE, out, &bits)) return 0;
     if (!(mask & STATX_BTIME)) {
         out->stx_mask &= ~(unsigned)STATX_BTIME;
         out->stx_btime = (struct statx_timestamp){0};
+    }
+    if ((bits & CV_ANS_TIMES_ASKED) && !(mask & (STATX_MTIME | STATX_CTIME))) {
+        out->stx_mask &= ~(unsigned)(STATX_MTIME | STATX_CTIME);
+        out->stx_mtime = out->stx_ctime = (struct statx_timestamp){0};
     }
     return 1;
 }
@@ -127,7 +132,8 @@ static int served_statx(int fd, const char *path, long flags, unsigned mask, str
 static int shim_fstatat(int fd, const char *path, struct stat *buf, int flags) {
     if (stat_missing(path, flags)) return -1;
     struct statx stx;
-    if (buf && served_stat(fd, path, flags, &stx)) {
+    uint32_t bits;
+    if (buf && served_stat(fd, path, flags, &stx, &bits)) {
         stat_of(&stx, buf);
         return 0;
     }
@@ -380,8 +386,8 @@ static long shim_fchdir(int fd) {
 
 /* The lstat of path (a name in the directory fd, a path relative to the cwd, or an absolute
  * path) when the supervisor published its directory's entries (handlers/statpub.c): 1 with it
- * and its xattr bits. */
-static int served_entry(int fd, const char *path, struct statx *stx, uint32_t *xattr) {
+ * and its bits. */
+static int served_entry(int fd, const char *path, struct statx *stx, uint32_t *bits) {
     if (!path || !path[0]) return 0;
     char full[CV_ANS_KEY_MAX + 2];
     if (path[0] != '/' && fd == AT_FDCWD && !(path = in_cwd(path, full))) return 0;
@@ -411,7 +417,7 @@ static int served_entry(int fd, const char *path, struct statx *stx, uint32_t *x
     }
     uint32_t nlen = (uint32_t)(path + len - name);
     if (name[0] == '.' && (nlen == 1 || (nlen == 2 && name[1] == '.'))) return 0;
-    return cv_ans_ent_get(t, &id, name, nlen, now_ns(), stx, xattr);
+    return cv_ans_ent_get(t, &id, name, nlen, now_ns(), stx, bits);
 }
 
 /* getxattr of the names ls -l asks of every file, where the table says there is none. */

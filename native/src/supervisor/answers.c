@@ -197,7 +197,7 @@ uint64_t cv_answers_serial(struct cv_run *r) {
 }
 
 void cv_answers_put_entry(struct cv_run *r, uint64_t serial, const struct cv_ans_id *dir, const char *name,
-                          const struct statx *stx, uint32_t xattr) {
+                          const struct statx *stx, uint32_t bits) {
     struct cv_answers *a = table(r, 0);
     size_t nlen = strlen(name);
     if (!a || !serial || !nlen || nlen > CV_ANS_NAME_MAX) return;
@@ -211,7 +211,7 @@ void cv_answers_put_entry(struct cv_run *r, uint64_t serial, const struct cv_ans
     if (!e) e = &set[a->turn++ % CV_ANS_WAYS];
     slot_open(&e->seq);
     e->hash = hash, e->serial = serial, e->born = now_ns(), e->dir = *dir, e->nlen = (uint16_t)nlen;
-    e->xattr = (uint16_t)xattr;
+    e->bits = (uint16_t)bits;
     memcpy(e->name, name, nlen);
     memcpy(e->stx, stx, CV_ANS_STX_BYTES);
     slot_close(&e->seq);

@@ -55,7 +55,7 @@ struct cv_ans_id;
 struct statx;
 uint64_t cv_answers_serial(struct cv_run *r);
 void cv_answers_put_entry(struct cv_run *r, uint64_t serial, const struct cv_ans_id *dir, const char *name,
-                          const struct statx *stx, uint32_t xattr);
+                          const struct statx *stx, uint32_t bits);
 void cv_answers_put_did(struct cv_run *r, const struct cv_ans_id *id, uint64_t serial, int level);
 void cv_answers_put_dir(struct cv_run *r, uint64_t tree_gen, const char *vpath, const struct cv_ans_id *id);
 /* The host or layer directory dev/ino is about to change in the view (its upper twin is being

@@ -6,7 +6,7 @@
 // /proc/self/fd, statx with and without the birth time, and getxattr. Native runs of the same
 // script set what is right.
 import assert from "node:assert/strict";
-import { addManyFiles, diffTest } from "../../helpers/differential.js";
+import { addManyFiles, diffTest, probe } from "../../helpers/differential.js";
 
 const PUBLISHED_PY = String.raw`
 import os, stat, subprocess, sys, time
@@ -127,3 +127,9 @@ diffTest(
     'look; first="many/$(ls many | sort | head -n 1)"; chmod 600 "$first"; echo more >> "$first"; look',
   { setup: addManyFiles },
 );
+
+// statx answers the mask as the kernel does: the birth time only when asked, and on Linux 6.13+
+// the change and modification times only when one of them is (the rest is always filled).
+diffTest("statx of a walked directory's entries, mask by mask, by path and under a dirfd", {
+  steps: [probe(["statx-masks", "."]), probe(["statx-masks", "sub"])],
+});
