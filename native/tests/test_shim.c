@@ -154,9 +154,17 @@ static void test_loaded(void) {
         check(pread(fd, buf, 3, 1) == 3 && !memcmp(buf, "ELF", 3), "pread by a multi-threaded process");
         pthread_join(t, NULL);
         close(p[0]), close(p[1]);
-        /* chdir, fchdir, getxattr and lgetxattr enter the shim (no table here: the kernel answers). */
-        const unsigned char *chdir_entry = dlsym(libc, "chdir");
-        check(chdir_entry && chdir_entry[0] == 0x48 && chdir_entry[1] == 0xb8, "libc's chdir now jumps to the shim");
+        /* Every entry the shim recognises jumps to it: a pattern that no longer matches glibc's
+         * code would leave its entry alone without a word. */
+        static const char *const redirected[] = {"statx",    "syscall", "readlink", "readlinkat", "access",
+                                                 "getxattr", "lgetxattr", "chdir",  "fchdir",     "lseek64",
+                                                 "read",     "readv",     "pread64", "open64",    "openat64"};
+        for (size_t i = 0; i < sizeof redirected / sizeof *redirected; i++) {
+            const unsigned char *e = dlsym(libc, redirected[i]);
+            if (e) e += cv_shim_endbr(e);
+            check(e && e[0] == 0x48 && e[1] == 0xb8, "libc's %s now jumps to the shim", redirected[i]);
+        }
+        /* chdir, fchdir, getxattr and lgetxattr through the shim (no table here: the kernel answers). */
         char was[PATH_MAX], now[PATH_MAX];
         int here = open(".", O_RDONLY | O_DIRECTORY);
         check(getcwd(was, sizeof was) && chdir("/") == 0 && getcwd(now, sizeof now) && !strcmp(now, "/"),

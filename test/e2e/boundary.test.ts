@@ -939,3 +939,47 @@ gtest("published stat records: no directory holding a hidden name is published",
   assert.match(r.out, /^\.ssh ENOENT ENOENT ENOENT ENOENT ENOENT$/m, show(r));
   assert.match(r.out, /^readonly\.txt ENOENT ENOENT ENOENT ENOENT ENOENT$/m, show(r));
 });
+
+// The shim's ask to make one fd follow a copy-up (/.cvisor-follow-copies/<fd>) made by the
+// guest itself for fds that must stay as they are: a write fd, a host file nobody copied up, a
+// pipe, a directory, an O_PATH fd of a file since copied up, numbers that are no fd and texts
+// that are no number. Each answers ENOENT and leaves every fd the open file it was (same inode,
+// same flags, same offset).
+const FOLLOW_ASK_PY = String.raw`
+import fcntl, os
+w = os.open("new.txt", os.O_WRONLY | os.O_CREAT)
+os.write(w, b"mine")
+r = os.open("hello.txt", os.O_RDONLY)
+os.read(r, 3)
+p, q = os.pipe()
+d = os.open("sub", os.O_RDONLY | os.O_DIRECTORY)
+o = os.open("data.bin", os.O_PATH)  # the old inode, then copied up: an O_PATH fd is no reader
+o_was = (os.fstat(o).st_ino, fcntl.fcntl(o, fcntl.F_GETFL))
+with open("data.bin", "r+b") as f:
+    f.write(b"X")
+fds = [w, r, p, q, d, o]
+def state():
+    return [(os.fstat(f).st_ino, fcntl.fcntl(f, fcntl.F_GETFL), os.lseek(f, 0, os.SEEK_CUR) if f in (w, r, d) else 0)
+            for f in fds]
+before = state()
+asks = [str(f) for f in fds] + ["-1", "99999", "4294967299", "3x", "", "/", "0"]
+answers = set()
+for a in asks:
+    try:
+        os.close(os.open("/.cvisor-follow-copies/" + a if a != "/" else "/.cvisor-follow-copies//", os.O_RDONLY))
+        answers.add("opened " + a)
+    except OSError as e:
+        answers.add(os.strerror(e.errno))
+print("answers", sorted(answers))
+print("same", state() == before, state()[-1][:2] == o_was)
+`;
+
+gtest(
+  "the shim's ask to follow a copy-up, made for fds that must not change, changes none",
+  async (fx) => {
+    const r = await cvisor(["-C", fx.p()], ["python3", "-c", FOLLOW_ASK_PY]);
+    assert.equal(r.code, 0, show(r));
+    assert.match(r.out, /^answers \['No such file or directory'\]$/m, show(r));
+    assert.match(r.out, /^same True True$/m, show(r));
+  },
+);

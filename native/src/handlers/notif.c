@@ -111,9 +111,11 @@ static int guest_cloexec(struct cv_notif *n, int gfd) {
 
 /* The guest's read-only fd gfd of the old file `was` becomes the same open of its copy at vpath
  * (checked to be that copy when `want` is given), at the same offset, as overlayfs fds follow a
- * copy-up. */
-static void follow_fd(struct cv_notif *n, int gfd, const struct stat *was, const char *vpath, const struct stat *want) {
-    cv_autoclose int c = cv_guest_fd(&n->g, gfd); /* the copy we decide on */
+ * copy-up. fetched: our copy of gfd when the caller has one, else -1 (fetched here). */
+static void follow_fd(struct cv_notif *n, int gfd, int fetched, const struct stat *was, const char *vpath,
+                      const struct stat *want) {
+    cv_autoclose int own = fetched < 0 ? cv_guest_fd(&n->g, gfd) : -1;
+    int c = fetched < 0 ? own : fetched; /* the copy we decide on, and read the offset of */
     struct stat st;
     if (c < 0 || fstat(c, &st) < 0 || st.st_dev != was->st_dev || st.st_ino != was->st_ino) return;
     int fl = fcntl(c, F_GETFL);
@@ -135,7 +137,7 @@ static void follow_copy_up(struct cv_notif *n, const struct stat *was, const cha
     if (!cv_guest_fds_stable(&n->g)) return;
     int gfds[64];
     int k = cv_guest_fds_of(&n->g, was->st_dev, was->st_ino, gfds, 64);
-    for (int i = 0; i < k; i++) follow_fd(n, gfds[i], was, vpath, NULL);
+    for (int i = 0; i < k; i++) follow_fd(n, gfds[i], -1, was, vpath, NULL);
 }
 
 static size_t copied_slot(const struct cv_run *r, dev_t dev, ino_t ino) {
@@ -181,15 +183,15 @@ static void remember_copy(struct cv_notif *n, const struct stat *was, const char
     cv_answers_copied(r);
 }
 
-/* The caller's fd gfd, an open of inode (dev, ino): if that file was copied up this run, the
- * same open of its copy. */
-static void follow_copied(struct cv_notif *n, int gfd, dev_t dev, ino_t ino) {
+/* The caller's fd gfd (fetched: our copy, or -1), an open of inode (dev, ino): if that file was
+ * copied up this run, the same open of its copy. */
+static void follow_copied(struct cv_notif *n, int gfd, int fetched, dev_t dev, ino_t ino) {
     struct cv_run *r = n->run;
     uint32_t at = r->copied_index[copied_slot(r, dev, ino)];
     if (!at) return;
     const struct cv_copied *c = &r->copied[at - 1];
     struct stat was = {.st_dev = c->dev, .st_ino = c->ino}, want = {.st_dev = c->udev, .st_ino = c->uino};
-    follow_fd(n, gfd, &was, c->vpath, &want);
+    follow_fd(n, gfd, fetched, &was, c->vpath, &want);
 }
 
 void cv_notif_follow_copies(struct cv_notif *n, int gfd) {
@@ -200,12 +202,12 @@ void cv_notif_follow_copies(struct cv_notif *n, int gfd) {
          * asking thread is about to read, which its program does not close meanwhile. */
         cv_autoclose int c = gfd >= 0 ? cv_guest_fd(&n->g, gfd) : -1;
         struct stat st;
-        if (c >= 0 && fstat(c, &st) == 0 && S_ISREG(st.st_mode)) follow_copied(n, gfd, st.st_dev, st.st_ino);
+        if (c >= 0 && fstat(c, &st) == 0 && S_ISREG(st.st_mode)) follow_copied(n, gfd, c, st.st_dev, st.st_ino);
         return;
     }
     struct cv_guest_file files[256];
     int k = cv_guest_file_fds(&n->g, files, 256);
-    for (int i = 0; i < k; i++) follow_copied(n, files[i].fd, files[i].dev, files[i].ino);
+    for (int i = 0; i < k; i++) follow_copied(n, files[i].fd, -1, files[i].dev, files[i].ino);
 }
 
 void cv_notif_missing(struct cv_notif *n, struct cv_ans_gens g, const char *text, int final_self) {

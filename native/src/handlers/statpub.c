@@ -93,17 +93,41 @@ static struct misses *miss(const char *dir) {
     return m;
 }
 
-/* Entries of the directory fd, not . and .. (read from the start; the offset left at the end). */
-static uint32_t count_entries(int fd, char *buf, size_t len) {
+static int dots(const char *name) { return name[0] == '.' && (!name[1] || (name[1] == '.' && !name[2])); }
+
+/* Entries in a getdents64 batch, . and .. left out; *last: the offset after the batch. */
+static uint32_t names_in(const char *buf, long len, int64_t *last) {
     uint32_t n = 0;
-    long got;
-    while ((got = syscall(SYS_getdents64, fd, buf, len)) > 0)
-        for (long off = 0; off < got;) {
-            const struct dirent64 *d = (const void *)(buf + off);
-            off += d->d_reclen;
-            n += !(d->d_name[0] == '.' && (!d->d_name[1] || (d->d_name[1] == '.' && !d->d_name[2])));
-        }
+    for (long off = 0; off < len;) {
+        const struct dirent64 *d = (const void *)(buf + off); /* the kernel's layout */
+        off += d->d_reclen;
+        n += !dots(d->d_name);
+        *last = d->d_off;
+    }
     return n;
+}
+
+struct publication {
+    struct cv_run *r;
+    int fd, level, count;
+    uint64_t serial;
+    struct cv_ans_id id;
+    uint32_t dir_bits, times;
+};
+
+static void publish_batch(struct publication *p, const char *buf, long len) {
+    for (long off = 0; off < len && p->count < CV_ANS_DIR_ENTRIES;) {
+        const struct dirent64 *d = (const void *)(buf + off);
+        off += d->d_reclen;
+        const char *name = d->d_name;
+        if (dots(name) || (p->level == CV_ANS_DIRS_ONLY && d->d_type != DT_DIR && d->d_type != DT_UNKNOWN)) continue;
+        struct statx st;
+        if (statx(p->fd, name, AT_SYMLINK_NOFOLLOW | AT_STATX_SYNC_AS_STAT, STATX_BASIC_STATS | STATX_BTIME, &st) < 0)
+            continue;
+        uint32_t x = p->level == CV_ANS_XATTRS ? xattr_bits(p->fd, name, &st, p->id.mnt, p->dir_bits) : 0;
+        cv_answers_put_entry(p->r, p->serial, &p->id, name, &st, x | p->times);
+        p->count++;
+    }
 }
 
 void cv_notif_publish_dir(struct cv_notif *n, const struct cv_vnode *v, uint64_t tree_gen, int xattrs) {
@@ -115,50 +139,39 @@ void cv_notif_publish_dir(struct cv_notif *n, const struct cv_vnode *v, uint64_t
     char dir[CV_ANS_KEY_MAX + 1];
     memcpy(dir, v->vpath, plen);
     dir[plen] = 0;
-    /* where the kernel makes, removes and touches names by itself: a pty's slave, a tty's times */
-    if (cv_path_under(dir, "/dev") || cv_path_under(dir, "/proc") || cv_path_under(dir, "/sys")) return;
+    if (cv_answers_kernel_made(dir)) return;
     int level = xattrs ? CV_ANS_XATTRS : S_ISDIR(v->st.st_mode) ? CV_ANS_DIRS_ONLY : CV_ANS_ENTRIES;
     if (cv_vfs_holds_hidden(r, dir) || cv_answers_dir_fresh(r, dir, level)) return;
+    struct misses *m = miss(dir);
+    if (m->count < 2 || (level != CV_ANS_DIRS_ONLY && m->entries && (uint64_t)m->count * 8 < m->entries - 1)) return;
+    /* Asks no time: whether the filesystem fills them unasked tells how statx answers such masks. */
     struct statx ds;
     if (statx(v->psrc, "", AT_EMPTY_PATH, STATX_NLINK | STATX_INO | STATX_MNT_ID, &ds) < 0 ||
         !(ds.stx_mask & STATX_MNT_ID))
         return;
-    struct misses *m = miss(dir);
     /* subdirectories: counted by the link count (1: the filesystem does not count them) */
-    if (m->count < 2 || (level == CV_ANS_DIRS_ONLY && ds.stx_nlink != 1 && (uint64_t)m->count * 8 < ds.stx_nlink - 2))
-        return;
+    if (level == CV_ANS_DIRS_ONLY && ds.stx_nlink != 1 && (uint64_t)m->count * 8 < ds.stx_nlink - 2) return;
     cv_autoclose int fd = cv_reopen_dir_quietly(v->psrc, O_RDONLY | O_DIRECTORY);
-    char buf[16384] __attribute__((aligned(8)));
-    if (fd < 0) return;
-    if (level != CV_ANS_DIRS_ONLY) {
-        if (!m->entries) m->entries = count_entries(fd, buf, sizeof buf) + 1;
-        if ((uint64_t)m->count * 8 < m->entries - 1 || lseek(fd, 0, SEEK_SET) != 0) return;
-    }
-    uint64_t serial = cv_answers_serial(r);
-    if (!serial) return;
-    struct cv_ans_id id = {ds.stx_mnt_id, makedev(ds.stx_dev_major, ds.stx_dev_minor), ds.stx_ino};
-    uint32_t dir_bits = level == CV_ANS_XATTRS ? probe_names(NULL, fd) : 0;
-    struct statx probe; /* how this filesystem answers a mask that asks no time */
-    uint32_t times = statx(fd, "", AT_EMPTY_PATH, STATX_TYPE, &probe) == 0 && !(probe.stx_mask & STATX_MTIME)
-                         ? CV_ANS_TIMES_ASKED
-                         : 0;
-    int count = 0;
-    long got;
-    while (count < CV_ANS_DIR_ENTRIES && (got = syscall(SYS_getdents64, fd, buf, sizeof buf)) > 0) {
-        for (long off = 0; off < got && count < CV_ANS_DIR_ENTRIES;) {
-            const struct dirent64 *d = (const void *)(buf + off); /* the kernel's layout */
-            off += d->d_reclen;
-            const char *name = d->d_name;
-            if (name[0] == '.' && (!name[1] || (name[1] == '.' && !name[2]))) continue;
-            if (level == CV_ANS_DIRS_ONLY && d->d_type != DT_DIR && d->d_type != DT_UNKNOWN) continue;
-            struct statx st;
-            if (statx(fd, name, AT_SYMLINK_NOFOLLOW | AT_STATX_SYNC_AS_STAT, STATX_BASIC_STATS | STATX_BTIME, &st) < 0)
-                continue;
-            uint32_t x = level == CV_ANS_XATTRS ? xattr_bits(fd, name, &st, id.mnt, dir_bits) : 0;
-            cv_answers_put_entry(r, serial, &id, name, &st, x | times);
-            count++;
-        }
-    }
-    cv_answers_put_did(r, &id, serial, level);
-    cv_answers_put_dir(r, tree_gen, dir, &id);
+    char buf[32768] __attribute__((aligned(8))), more[4096] __attribute__((aligned(8)));
+    long first = fd < 0 ? -1 : syscall(SYS_getdents64, fd, buf, sizeof buf), got;
+    if (first < 0) return;
+    /* The whole listing counted; most directories fit in the first batch, read once. */
+    int64_t after = 0, end = 0;
+    uint32_t total = names_in(buf, first, &after);
+    int whole = 1;
+    while (first > 0 && (got = syscall(SYS_getdents64, fd, more, sizeof more)) > 0)
+        whole = 0, total += names_in(more, got, &end);
+    m->entries = total + 1;
+    if (level != CV_ANS_DIRS_ONLY && (uint64_t)m->count * 8 < total) return;
+    struct publication p = {r, fd, level, 0, cv_answers_serial(r),
+                            {ds.stx_mnt_id, makedev(ds.stx_dev_major, ds.stx_dev_minor), ds.stx_ino},
+                            level == CV_ANS_XATTRS ? probe_names(NULL, fd) : 0,
+                            ds.stx_mask & STATX_MTIME ? 0 : CV_ANS_TIMES_ASKED};
+    if (!p.serial) return;
+    publish_batch(&p, buf, first);
+    if (!whole && lseek(fd, after, SEEK_SET) == after)
+        while (p.count < CV_ANS_DIR_ENTRIES && (got = syscall(SYS_getdents64, fd, buf, sizeof buf)) > 0)
+            publish_batch(&p, buf, got);
+    cv_answers_put_did(r, &p.id, p.serial, level);
+    cv_answers_put_dir(r, tree_gen, dir, &p.id);
 }

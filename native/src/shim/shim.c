@@ -510,37 +510,18 @@ static const unsigned char SYSCALL[] = {0x48, 0x89, 0xf8, 0x48, 0x89, 0xf7, 0x48
                                         0x4c, 0x8b, 0x4c, 0x24, 0x08,                         /* f */
                                         0x0f, 0x05};                                          /* syscall */
 
-static const unsigned char READLINK[] = {0xb8, 0x59, 0x00, 0x00, 0x00,             /* mov $SYS_readlink,%eax */
-                                         0x0f, 0x05,                               /* syscall */
-                                         0x48, 0x3d, 0x01, 0xf0, 0xff, 0xff};      /* cmp $-4095,%rax */
-static const unsigned char READLINKAT[] = {0x49, 0x89, 0xca,                      /* mov %rcx,%r10 */
-                                           0xb8, 0x0b, 0x01, 0x00, 0x00,          /* mov $SYS_readlinkat,%eax */
-                                           0x0f, 0x05,                            /* syscall */
-                                           0x48, 0x3d, 0x01, 0xf0, 0xff, 0xff};   /* cmp $-4095,%rax */
-
-static const unsigned char GETXATTR[] = {0x49, 0x89, 0xca,                     /* mov %rcx,%r10 */
-                                         0xb8, 0xbf, 0x00, 0x00, 0x00,         /* mov $SYS_getxattr,%eax */
-                                         0x0f, 0x05,                           /* syscall */
-                                         0x48, 0x3d, 0x01, 0xf0, 0xff, 0xff};  /* cmp $-4095,%rax */
-static const unsigned char LGETXATTR[] = {0x49, 0x89, 0xca,                    /* mov %rcx,%r10 */
-                                          0xb8, 0xc0, 0x00, 0x00, 0x00,        /* mov $SYS_lgetxattr,%eax */
-                                          0x0f, 0x05,                          /* syscall */
-                                          0x48, 0x3d, 0x01, 0xf0, 0xff, 0xff}; /* cmp $-4095,%rax */
-
-static const unsigned char CHDIR[] = {0xb8, 0x50, 0x00, 0x00, 0x00,            /* mov $SYS_chdir,%eax */
-                                      0x0f, 0x05,                              /* syscall */
-                                      0x48, 0x3d, 0x01, 0xf0, 0xff, 0xff};     /* cmp $-4095,%rax */
-static const unsigned char FCHDIR[] = {0xb8, 0x51, 0x00, 0x00, 0x00,           /* mov $SYS_fchdir,%eax */
-                                       0x0f, 0x05,                             /* syscall */
-                                       0x48, 0x3d, 0x01, 0xf0, 0xff, 0xff};    /* cmp $-4095,%rax */
-
-static const unsigned char ACCESS[] = {0xb8, 0x15, 0x00, 0x00, 0x00,            /* mov $SYS_access,%eax */
-                                       0x0f, 0x05,                              /* syscall */
-                                       0x48, 0x3d, 0x00, 0xf0, 0xff, 0xff};     /* cmp $-4096,%rax */
-
-static const unsigned char LSEEK[] = {0xb8, 0x08, 0x00, 0x00, 0x00,            /* mov $SYS_lseek,%eax */
-                                      0x0f, 0x05,                              /* syscall */
-                                      0x48, 0x3d, 0x00, 0xf0, 0xff, 0xff};     /* cmp $-4096,%rax */
+/* A plain syscall wrapper: mov $nr,%eax; syscall; cmp $-4096 (or $-4095, as glibc builds each),%rax.
+ * With a fourth argument it first moves %rcx to %r10. */
+#define WRAPPER(nr, cmp) 0xb8, (nr) & 0xff, (nr) >> 8, 0x00, 0x00, 0x0f, 0x05, 0x48, 0x3d, (cmp), 0xf0, 0xff, 0xff
+#define WRAPPER_R10(nr, cmp) 0x49, 0x89, 0xca, WRAPPER(nr, cmp)
+static const unsigned char READLINK[] = {WRAPPER(SYS_readlink, 0x01)};
+static const unsigned char READLINKAT[] = {WRAPPER_R10(SYS_readlinkat, 0x01)};
+static const unsigned char GETXATTR[] = {WRAPPER_R10(SYS_getxattr, 0x01)};
+static const unsigned char LGETXATTR[] = {WRAPPER_R10(SYS_lgetxattr, 0x01)};
+static const unsigned char CHDIR[] = {WRAPPER(SYS_chdir, 0x01)};
+static const unsigned char FCHDIR[] = {WRAPPER(SYS_fchdir, 0x01)};
+static const unsigned char ACCESS[] = {WRAPPER(SYS_access, 0x00)};
+static const unsigned char LSEEK[] = {WRAPPER(SYS_lseek, 0x00)};
 
 /* read, readv and pread64 (glibc 2.34+) begin `cmpb $0,__libc_single_threaded(%rip)`, then MID,
  * `je MT` (the multi-threaded path), then TAIL: the single-threaded syscall. */

@@ -14,7 +14,10 @@
 #include <unistd.h>
 
 #include "common/answers_fmt.h"
+#include "common/util.h"
 #include "handlers/handlers.h"
+
+_Static_assert(sizeof(struct cv_ans_ent) == 304, "docs/ARCHITECTURE.md gives an entry's size");
 
 struct cv_answers {
     pthread_mutex_t lock;
@@ -111,32 +114,40 @@ struct cv_ans_gens cv_answers_gens(struct cv_run *r) {
                                 __atomic_load_n(&a->head->made_gen, __ATOMIC_ACQUIRE)};
 }
 
+/* Begin and end a seqlock write of a slot whose seq is at *seq. */
+static void slot_open(uint32_t *seq) {
+    __atomic_store_n(seq, __atomic_load_n(seq, __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+}
+
+static void slot_close(uint32_t *seq) {
+    __atomic_store_n(seq, __atomic_load_n(seq, __ATOMIC_RELAXED) + 1, __ATOMIC_RELEASE);
+}
+
 /* Names the kernel makes and removes by itself, with no call the supervisor sees: a pty's
  * slave appears in /dev/pts when /dev/ptmx is opened; /proc and /sys follow processes and
  * devices. */
-static int kernel_made(const char *key) {
-    return !strncmp(key, "/dev/", 5) || !strncmp(key, "/proc/", 6) || !strncmp(key, "/sys/", 5);
+int cv_answers_kernel_made(const char *path) {
+    return cv_path_under(path, "/dev") || cv_path_under(path, "/proc") || cv_path_under(path, "/sys");
 }
 
 void cv_answers_put(struct cv_run *r, struct cv_ans_gens g, const char *key, int err, const char *target, size_t len) {
     struct cv_answers *a = table(r, 0);
     uint64_t gen = err == ENOENT ? g.made : g.gone;
     uint32_t klen = a && gen ? cv_ans_key_ok(key) : 0;
-    if (!klen || len > CV_ANS_VAL_MAX || kernel_made(key)) return;
+    if (!klen || len > CV_ANS_VAL_MAX || cv_answers_kernel_made(key)) return;
     uint32_t hash = cv_ans_hash(key, klen);
     pthread_mutex_lock(&a->lock);
     struct cv_ans_slot *set = cv_ans_set(a->head, hash), *s = NULL;
     for (uint32_t w = 0; w < CV_ANS_WAYS && !s; w++)
         if (set[w].hash == hash && set[w].klen == klen && !memcmp(set[w].key, key, klen)) s = &set[w];
     if (!s) s = &set[a->turn++ % CV_ANS_WAYS];
-    uint32_t seq = __atomic_load_n(&s->seq, __ATOMIC_RELAXED);
-    __atomic_store_n(&s->seq, seq + 1, __ATOMIC_RELAXED);
-    __atomic_thread_fence(__ATOMIC_RELEASE);
+    slot_open(&s->seq);
     s->hash = hash, s->gen = gen, s->born = now_ns(), s->err = err;
     s->klen = (uint16_t)klen, s->vlen = (uint16_t)(err ? 0 : len);
     memcpy(s->key, key, klen);
     if (!err) memcpy(s->val, target, len);
-    __atomic_store_n(&s->seq, seq + 2, __ATOMIC_RELEASE);
+    slot_close(&s->seq);
     pthread_mutex_unlock(&a->lock);
 }
 
@@ -149,11 +160,9 @@ void cv_answers_named(struct cv_run *r, const char *vpath) {
     struct cv_ans_slot *s = cv_ans_set(a->head, hash);
     for (uint32_t w = 0; w < CV_ANS_WAYS; w++, s++) {
         if (s->hash != hash || s->klen != klen || memcmp(s->key, vpath, klen)) continue;
-        uint32_t seq = __atomic_load_n(&s->seq, __ATOMIC_RELAXED);
-        __atomic_store_n(&s->seq, seq + 1, __ATOMIC_RELAXED);
-        __atomic_thread_fence(__ATOMIC_RELEASE);
+        slot_open(&s->seq);
         s->gen = 0; /* no generation is 0 */
-        __atomic_store_n(&s->seq, seq + 2, __ATOMIC_RELEASE);
+        slot_close(&s->seq);
     }
     pthread_mutex_unlock(&a->lock);
 }
@@ -169,16 +178,6 @@ void cv_answers_changing(struct cv_run *r, int what) {
 uint64_t cv_answers_tree_gen(struct cv_run *r) {
     struct cv_answers *a = table(r, 0);
     return a ? __atomic_load_n(&a->head->tree_gen, __ATOMIC_ACQUIRE) : 0;
-}
-
-/* Begin and end a seqlock write of a slot whose seq is at *seq. */
-static void slot_open(uint32_t *seq) {
-    __atomic_store_n(seq, __atomic_load_n(seq, __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
-    __atomic_thread_fence(__ATOMIC_RELEASE);
-}
-
-static void slot_close(uint32_t *seq) {
-    __atomic_store_n(seq, __atomic_load_n(seq, __ATOMIC_RELAXED) + 1, __ATOMIC_RELEASE);
 }
 
 int cv_answers_dir_fresh(struct cv_run *r, const char *vpath, int level) {
@@ -236,7 +235,7 @@ void cv_answers_put_did(struct cv_run *r, const struct cv_ans_id *id, uint64_t s
 void cv_answers_put_dir(struct cv_run *r, uint64_t tree_gen, const char *vpath, const struct cv_ans_id *id) {
     struct cv_answers *a = table(r, 0);
     uint32_t klen = a && tree_gen ? cv_ans_key_ok(vpath) : 0;
-    if (!klen || kernel_made(vpath)) return;
+    if (!klen || cv_answers_kernel_made(vpath)) return;
     uint32_t hash = cv_ans_hash(vpath, klen);
     pthread_mutex_lock(&a->lock);
     struct cv_ans_dir *set = cv_ans_dir_set(a->head, hash), *d = NULL;

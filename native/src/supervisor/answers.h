@@ -42,6 +42,11 @@ void cv_answers_changing(struct cv_run *r, int what);
  * (CV_FOLLOW_MAGIC). Receiver thread only. */
 void cv_answers_copied(struct cv_run *r);
 
+/* Where the kernel makes, removes and touches names by itself, with no call the supervisor
+ * sees (a pty's slave in /dev/pts, a tty's times, /proc, /sys): path is /dev, /proc, /sys or
+ * below. Nothing there is recorded. */
+int cv_answers_kernel_made(const char *path);
+
 /* The directory records (handlers/statpub.c). The tree generation to record a directory's path
  * with, read before resolving it (0: no table); it moves on before a rename or a symlink
  * (cv_answers_changing with CV_ANS_TREE). */
