@@ -209,6 +209,83 @@ static void test_copied(void) {
     cv_run_free(r);
 }
 
+/* A getdents64 record (d_ino, d_off, d_reclen, d_type, name) at buf: its length. */
+static size_t record(char *buf, uint64_t off, const char *name) {
+    size_t len = (19 + strlen(name) + 1 + 7) & ~(size_t)7;
+    memset(buf, 0, len);
+    uint64_t ino = off + 1000;
+    uint16_t reclen = (uint16_t)len;
+    memcpy(buf, &ino, 8);
+    memcpy(buf + 8, &off, 8);
+    memcpy(buf + 16, &reclen, 2);
+    buf[18] = 8; /* DT_REG */
+    memcpy(buf + 19, name, strlen(name));
+    return len;
+}
+
+static long listing(const struct cv_ans_head *t, const struct cv_ans_id *id, int64_t pos, size_t cap, char *out,
+                    int64_t *last) {
+    *last = -1;
+    return cv_ans_listing(t, id, pos, now_ns(), out, cap, last);
+}
+
+static void test_listing(void) {
+    struct cv_run *r = cv_run_new("/bin/true");
+    int fd = cv_answers_fd(r);
+    const struct cv_ans_head *t = fd < 0 ? MAP_FAILED : mmap(NULL, CV_ANS_BYTES, PROT_READ, MAP_SHARED, fd, 0);
+    check(t != MAP_FAILED, "the table maps");
+    if (t == MAP_FAILED) {
+        if (fd >= 0) close(fd);
+        cv_run_free(r);
+        return;
+    }
+    char recs[256], out[256];
+    size_t a = record(recs, 10, "a"), b = record(recs + a, 20, "bbbbbbbbb"), c = record(recs + a + b, 30, "c");
+    size_t len = a + b + c;
+    struct cv_ans_id id = {7, 8, 9}, other = {7, 8, 10};
+    int64_t last;
+    check(listing(t, &id, 0, sizeof out, out, &last) == -1, "no listing before it is published");
+    uint64_t serial = cv_answers_serial(r), at = cv_answers_put_listing(r, recs, len);
+    cv_answers_put_did(r, &id, serial, CV_ANS_DIRS_ONLY, at, len);
+    check(listing(t, &id, 0, sizeof out, out, &last) == (long)len && !memcmp(out, recs, len) && last == 30,
+          "the whole listing from the start, as the kernel gave it");
+    check(listing(t, &id, 10, sizeof out, out, &last) == (long)(b + c) && !memcmp(out, recs + a, b + c),
+          "what follows the record read last");
+    check(listing(t, &id, 30, sizeof out, out, &last) == 0 && last == -1, "the end: nothing, and no offset to move to");
+    check(listing(t, &id, a + b - 1, sizeof out, out, &last) == -1 && listing(t, &id, 15, sizeof out, out, &last) == -1,
+          "an offset that names no record is the kernel's to answer");
+    check(listing(t, &id, 0, a + b - 1, out, &last) == (long)a && last == 10, "as many records as fit");
+    check(listing(t, &id, 10, b - 1, out, &last) == -1, "not one fits: the kernel's EINVAL");
+    check(listing(t, &other, 0, sizeof out, out, &last) == -1, "another directory's is not given");
+    cv_answers_dir_changing(r, 8, 9);
+    check(listing(t, &id, 0, sizeof out, out, &last) == -1, "gone once the directory is about to change");
+
+    /* twice the same offset: which record came last cannot be told */
+    size_t d = record(recs + len, 30, "d");
+    serial = cv_answers_serial(r), at = cv_answers_put_listing(r, recs, len + d);
+    cv_answers_put_did(r, &id, serial, CV_ANS_DIRS_ONLY, at, len + d);
+    check(listing(t, &id, 20, sizeof out, out, &last) == (long)(c + d), "records after a unique offset");
+    check(listing(t, &id, 30, sizeof out, out, &last) == -1, "an offset two records have is the kernel's");
+
+    /* the ring: a listing stays good until the writer claims its bytes again */
+    serial = cv_answers_serial(r), at = cv_answers_put_listing(r, recs, len);
+    cv_answers_put_did(r, &id, serial, CV_ANS_DIRS_ONLY, at, len);
+    static char big[CV_ANS_LIST_MAX];
+    for (;;) { /* as many as fit before the ring comes round to it (a listing never wraps) */
+        uint64_t end = t->list_end, off = end & (CV_ANS_LIST_BYTES - 1);
+        uint64_t next = (off + sizeof big > CV_ANS_LIST_BYTES ? end + CV_ANS_LIST_BYTES - off : end) + sizeof big;
+        if (next > at + CV_ANS_LIST_BYTES) break;
+        check(cv_answers_put_listing(r, big, sizeof big) != UINT64_MAX, "a long listing is kept");
+    }
+    check(listing(t, &id, 0, sizeof out, out, &last) == (long)len, "good while the ring has not come round");
+    cv_answers_put_listing(r, big, sizeof big);
+    check(listing(t, &id, 0, sizeof out, out, &last) == -1, "overwritten: not served, though its record is good");
+    check(cv_answers_put_listing(r, big, CV_ANS_LIST_MAX + 8) == UINT64_MAX, "a listing longer than the table keeps is not");
+    munmap((void *)(uintptr_t)t, CV_ANS_BYTES);
+    close(fd);
+    cv_run_free(r);
+}
+
 static void test_watched(void) {
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
@@ -230,6 +307,7 @@ int main(void) {
     test_table();
     test_torn();
     test_copied();
+    test_listing();
     test_watched();
     printf("answers: %lu passed, %lu failed\n", passed, failed);
     return failed != 0;

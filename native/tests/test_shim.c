@@ -4,6 +4,7 @@
  * as before.
  *
  * Output: one line per failure, then "shim: N passed, M failed". */
+#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -158,12 +159,21 @@ static void test_loaded(void) {
          * code would leave its entry alone without a word. */
         static const char *const redirected[] = {"statx",    "syscall", "readlink", "readlinkat", "access",
                                                  "getxattr", "lgetxattr", "chdir",  "fchdir",     "lseek64",
-                                                 "read",     "readv",     "pread64", "open64",    "openat64"};
+                                                 "read",     "readv",     "pread64", "open64",    "openat64",
+                                                 "getdents64"};
         for (size_t i = 0; i < sizeof redirected / sizeof *redirected; i++) {
             const unsigned char *e = dlsym(libc, redirected[i]);
             if (e) e += cv_shim_endbr(e);
             check(e && e[0] == 0x48 && e[1] == 0xb8, "libc's %s now jumps to the shim", redirected[i]);
         }
+        /* readdir through the shim (no table here: the kernel lists) */
+        DIR *dir = opendir("/");
+        int names = 0, etc = 0;
+        for (struct dirent *e; dir && (e = readdir(dir));) names++, etc |= !strcmp(e->d_name, "etc");
+        check(dir && etc && names > 3, "readdir through the shim: %d names", names);
+        if (dir) closedir(dir);
+        errno = 0;
+        check(getdents64(-1, buf, sizeof buf) < 0 && errno == EBADF, "getdents64's errors in errno");
         /* chdir, fchdir, getxattr and lgetxattr through the shim (no table here: the kernel answers). */
         char was[PATH_MAX], now[PATH_MAX];
         int here = open(".", O_RDONLY | O_DIRECTORY);

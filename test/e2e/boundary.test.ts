@@ -893,11 +893,11 @@ gtest("the answer table: a sandbox's table holds nothing of another sandbox's", 
   assert.match(own.out, /^holds-visible True$/m, show(own));
 });
 
-// The shim answers stat and getxattr from the entries the supervisor published of a host
-// directory (native/src/handlers/statpub.c). A directory that holds a hidden name is never
-// published: after every visible entry of one was looked up each way, the table's bytes hold no
-// hidden name, and the hidden one stays missing however it is asked (then it may be recorded,
-// with the ENOENT it was given).
+// The shim answers stat, getxattr and getdents64 from the entries and listings the supervisor
+// published of host directories (native/src/handlers/statpub.c). A directory that holds a
+// hidden name is never published: after every visible entry of one was looked up each way and
+// the directory listed, the table's bytes hold no hidden name, the listings leave it out, and
+// it stays missing however it is asked (then it may be recorded, with the ENOENT it was given).
 const PUBLISHED_PY = String.raw`
 import errno, mmap, os, sys
 home, tree = sys.argv[1], sys.argv[2]
@@ -913,6 +913,7 @@ for d, visible in ((home, ["visible.txt"]), (tree, ["sub", "hello.txt", "link-to
             print(name, st(lambda: os.stat(os.path.join(d, name), follow_symlinks=False)),
                   st(lambda: os.stat(name, dir_fd=fd, follow_symlinks=False)), st(lambda: os.lstat(name)),
                   st(lambda: os.getxattr(os.path.join(d, name), "security.selinux", follow_symlinks=False)))
+    print("lists", os.path.basename(d), sorted(n for n in os.listdir(d) if n in (".ssh", "readonly.txt", "nested.txt")))
 t = os.open("/.cvisor-answers", os.O_RDONLY)
 data = mmap.mmap(t, os.fstat(t).st_size, mmap.MAP_SHARED, mmap.PROT_READ)[:]
 print("holds-ssh", b".ssh" in data, "holds-readonly", b"readonly.txt" in data, "holds-control", b"nested.txt" in data)
@@ -935,6 +936,13 @@ gtest("published stat records: no directory holding a hidden name is published",
   assert.equal(r.code, 0, show(r));
   assert.match(r.out, /^visible\.txt OK OK OK E(NODATA|OPNOTSUPP)$/m, show(r));
   assert.match(r.out, /^hello\.txt OK OK OK E(NODATA|OPNOTSUPP)$/m, show(r));
+  const lists = r.out.split("\n").filter((l) => l.startsWith("lists "));
+  const base = (p: string): string => path.basename(p);
+  assert.deepEqual(
+    lists,
+    [`lists ${base(home)} []`, `lists ${base(fx.p())} []`, "lists sub ['nested.txt']"],
+    show(r),
+  );
   assert.match(r.out, /^holds-ssh False holds-readonly False holds-control True$/m, show(r));
   assert.match(r.out, /^\.ssh ENOENT ENOENT ENOENT ENOENT ENOENT$/m, show(r));
   assert.match(r.out, /^readonly\.txt ENOENT ENOENT ENOENT ENOENT ENOENT$/m, show(r));

@@ -4,7 +4,8 @@
 // side (no stat of a hidden file through AT_EMPTY_PATH, with or without the shim) is in
 // boundary.test.ts.
 import assert from "node:assert/strict";
-import { copyFileSync, existsSync, mkdirSync } from "node:fs";
+import { spawnSync } from "node:child_process";
+import { copyFileSync, existsSync, mkdirSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { probeArgs, prober, staticProber } from "../helpers/cc.js";
 import { gtest } from "../helpers/guard.js";
@@ -16,6 +17,7 @@ const skip = cliBuilt() ? false : "the CLI is not built";
 const statsNotified = (r: CliResult): number => notified(r, "newfstatat", "statx");
 
 const CALLS = 3000;
+const DIRS = 40;
 // CPython's os.fstat is glibc's fstat; Node's fs.fstatSync is libuv's statx(fd, "", ...).
 const PYTHON = `import os\nfd = os.open("/etc/hostname", os.O_RDONLY)\nfor _ in range(${CALLS}): os.fstat(fd)\nprint("py", os.fstat(fd).st_size == os.stat("/etc/hostname").st_size)`;
 // Debian's own: a pyenv shim first in PATH would run a shell script and its tools first.
@@ -43,6 +45,33 @@ for (const [name, argv] of [
     { skip, timeout: 120_000 },
   );
 }
+
+// A walk's listings: each host directory's is published when it is opened, and the shim gives
+// the guest's getdents64 the kernel's records, in the kernel's order.
+gtest(
+  "find's listings stay in the guest with the shim, in the order the kernel lists them",
+  async (fx) => {
+    const tree = path.join(fx.scratch, "walk");
+    for (let d = 0; d < DIRS; d++) {
+      mkdirSync(path.join(tree, `d${d}`, "inner"), { recursive: true });
+      for (let f = 0; f < 6; f++)
+        writeFileSync(path.join(tree, `d${d}`, `file-${f}-${"x".repeat(d)}`), "");
+    }
+    const argv = ["find", tree, "-printf", "%p %y\\n"];
+    const native = spawnSync(argv[0] ?? "", argv.slice(1), { encoding: "utf8" });
+    assert.equal(native.status, 0, native.stderr);
+    const on = await cvisor(["--json"], argv);
+    assert.equal(on.code, 0, show(on));
+    assert.equal(on.out, native.stdout, show(on));
+    const off = await cvisor(["--json"], argv, { extraEnv: { CVISOR_SHIM: "off" } });
+    assert.equal(off.code, 0, show(off));
+    assert.equal(off.out, native.stdout, show(off));
+    const listings = (r: CliResult): number => notified(r, "getdents64");
+    assert.ok(listings(off) >= DIRS * 2, `shim off: ${listings(off)}\n${show(off)}`);
+    assert.ok(listings(on) < DIRS / 4, `shim on: ${listings(on)}\n${show(on)}`);
+  },
+  { skip, timeout: 120_000 },
+);
 
 gtest(
   "the guest's own LD_PRELOAD comes after the shim and still loads",

@@ -23,8 +23,10 @@
  * published under, and is killed (serial 0) before the sandbox first changes anything in it,
  * which always makes its upper twin first (overlay/layers.c, overlay/copyup.c). Records mapping
  * a directory's virtual path to its identity are good while the table's tree generation, which
- * a rename or a symlink moves on before it runs, is the one they were made under. All of them
- * last CV_ANS_TTL_NS at most (the host's own changes). */
+ * a rename or a symlink moves on before it runs, is the one they were made under. A directory's
+ * record may also point at its listing (what getdents64 gave the supervisor, whole), which the
+ * shim serves to the guest's own getdents64 on an fd of that directory. All of them last
+ * CV_ANS_TTL_NS at most (the host's own changes). */
 #ifndef CV_ANSWERS_FMT_H
 #define CV_ANSWERS_FMT_H
 
@@ -38,7 +40,7 @@
  * fds of the files copied up since opens of their copies, as overlayfs fds follow a copy-up.
  * A multi-threaded guest names the one fd it is about to read: CV_FOLLOW_MAGIC "/<fd>". */
 #define CV_FOLLOW_MAGIC "/.cvisor-follow-copies"
-#define CV_ANS_STAMP 0x3373726577736e61ull /* "answrs3" */
+#define CV_ANS_STAMP 0x3473726577736e61ull /* "answrs4" */
 #define CV_ANS_SETS 4096u                  /* a power of two */
 #define CV_ANS_WAYS 4u
 #define CV_ANS_KEY_MAX 255u
@@ -55,6 +57,7 @@ struct cv_ans_head {
     uint64_t copies;   /* atomic: host and layer files copied up this run: the shim's cue to follow */
     uint64_t ncopied;  /* atomic: the distinct old inodes among them, listed after the slots */
     uint64_t tree_gen; /* atomic: for the directory path records */
+    uint64_t list_end; /* atomic: the listing arena's bytes claimed so far (see cv_ans_listing) */
 };
 
 struct cv_ans_slot {
@@ -97,7 +100,9 @@ struct cv_ans_did { /* a directory's identity: under which serial its entries ar
     uint32_t seq, hash;
     uint64_t serial, born; /* serial 0: none (any more) */
     struct cv_ans_id id;
-    uint32_t level, pad; /* what was published: CV_ANS_DIRS_ONLY, CV_ANS_ENTRIES, CV_ANS_XATTRS */
+    uint32_t level;    /* what was published: CV_ANS_DIRS_ONLY, CV_ANS_ENTRIES, CV_ANS_XATTRS */
+    uint32_t list_len; /* its listing, list_len bytes at list_at in the arena (0: none) */
+    uint64_t list_at;
 };
 
 #define CV_ANS_NO_SELINUX 1u /* lgetxattr(entry, "security.selinux") says ENODATA */
@@ -127,7 +132,12 @@ struct cv_ans_ent {
 #define CV_ANS_COPIED_END (CV_ANS_SLOTS_END + (uint64_t)CV_ANS_COPIED * sizeof(struct cv_ans_copied))
 #define CV_ANS_DIRS_END (CV_ANS_COPIED_END + (uint64_t)CV_ANS_DIR_SETS * CV_ANS_WAYS * sizeof(struct cv_ans_dir))
 #define CV_ANS_DIDS_END (CV_ANS_DIRS_END + (uint64_t)CV_ANS_DIR_SETS * CV_ANS_WAYS * sizeof(struct cv_ans_did))
-#define CV_ANS_BYTES (CV_ANS_DIDS_END + (uint64_t)CV_ANS_ENT_SETS * CV_ANS_WAYS * sizeof(struct cv_ans_ent))
+#define CV_ANS_ENTS_END (CV_ANS_DIDS_END + (uint64_t)CV_ANS_ENT_SETS * CV_ANS_WAYS * sizeof(struct cv_ans_ent))
+/* A published directory's listing: the getdents64 records the kernel gave the supervisor, whole
+ * and in order, in a ring of CV_ANS_LIST_BYTES (a power of two); a listing never wraps. */
+#define CV_ANS_LIST_BYTES (4u << 20)
+#define CV_ANS_LIST_MAX (256u << 10) /* a longer listing is not published */
+#define CV_ANS_BYTES (CV_ANS_ENTS_END + (uint64_t)CV_ANS_LIST_BYTES)
 
 static inline struct cv_ans_copied *cv_ans_copied_list(const struct cv_ans_head *t) {
     return (struct cv_ans_copied *)(void *)((char *)(uintptr_t)t + CV_ANS_SLOTS_END);
@@ -273,6 +283,76 @@ static inline uint64_t cv_ans_did_get(const struct cv_ans_head *t, const struct 
         return serial;
     }
     return 0;
+}
+
+/* The published listing of the directory id, good now: its serial (0: none) and where it lies. */
+static inline uint64_t cv_ans_did_list(const struct cv_ans_head *t, const struct cv_ans_id *id, uint64_t now,
+                                       uint64_t *at, uint32_t *len) {
+    uint32_t hash = cv_ans_did_hash(id);
+    struct cv_ans_did *d = cv_ans_did_set(t, hash);
+    for (uint32_t w = 0; w < CV_ANS_WAYS; w++, d++) {
+        uint32_t seq = __atomic_load_n(&d->seq, __ATOMIC_ACQUIRE);
+        if ((seq & 1) || d->hash != hash || !d->serial || !d->list_len || !cv_ans_young(d->born, now)) continue;
+        struct cv_ans_id got = d->id;
+        uint64_t serial = d->serial, where = d->list_at;
+        uint32_t n = d->list_len;
+        __atomic_thread_fence(__ATOMIC_ACQUIRE);
+        if (__atomic_load_n(&d->seq, __ATOMIC_RELAXED) != seq || !cv_ans_same_id(&got, id)) continue;
+        if (n > CV_ANS_LIST_MAX || (where & (CV_ANS_LIST_BYTES - 1)) + n > CV_ANS_LIST_BYTES) return 0;
+        *at = where, *len = n;
+        return serial;
+    }
+    return 0;
+}
+
+/* getdents64 from the published listing of the directory id, for an fd at offset pos (0: the
+ * start; else the d_off of the record read last): the records that follow, as many as fit in cap
+ * bytes, as the kernel gives them, and *last the d_off of the last one copied. The bytes copied
+ * (0: the end), or -1 when the table cannot tell (no listing, pos names no record or more than
+ * one, not one record fits: the kernel's EINVAL, or the listing changed while it was read). buf
+ * may be written even then. */
+static inline long cv_ans_listing(const struct cv_ans_head *t, const struct cv_ans_id *id, int64_t pos,
+                                  uint64_t now, char *buf, size_t cap, int64_t *last) {
+    uint64_t at;
+    uint32_t len;
+    uint64_t serial = cv_ans_did_list(t, id, now, &at, &len);
+    if (!serial) return -1;
+    /* records of d_ino (8), d_off (8), d_reclen (2), d_type (1), the name; each 8-aligned */
+    const volatile uint64_t *b =
+        (const volatile uint64_t *)(const void *)((const char *)t + CV_ANS_ENTS_END + (at & (CV_ANS_LIST_BYTES - 1)));
+    uint32_t from = 0, rl;
+    if (pos) {
+        int found = 0;
+        for (uint32_t o = 0; o < len; o += rl) {
+            rl = (uint32_t)(b[o / 8 + 2] & 0xffff);
+            if (rl < 24 || rl % 8 || rl > len - o) return -1;
+            if ((int64_t)b[o / 8 + 1] != pos) continue;
+            if (found++) return -1;
+            from = o + rl;
+        }
+        if (!found) return -1;
+    }
+    size_t w = 0;
+    for (uint32_t o = from; o < len; o += rl) {
+        rl = (uint32_t)(b[o / 8 + 2] & 0xffff);
+        if (rl < 24 || rl % 8 || rl > len - o) return -1;
+        if (rl > cap - w) break;
+        for (uint32_t i = 0; i < rl; i += 8) {
+            uint64_t word = b[(o + i) / 8];
+            __builtin_memcpy(buf + w + i, &word, 8);
+        }
+        *last = (int64_t)b[o / 8 + 1];
+        w += rl;
+    }
+    if (!w && from < len) return -1;
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    /* overwritten once the writer claimed past at + CV_ANS_LIST_BYTES; killed or published anew */
+    uint64_t again_at;
+    uint32_t again_len;
+    if (__atomic_load_n(&t->list_end, __ATOMIC_RELAXED) > at + CV_ANS_LIST_BYTES ||
+        cv_ans_did_list(t, id, now, &again_at, &again_len) != serial || again_at != at)
+        return -1;
+    return (long)w;
 }
 
 /* The entry `name` (len bytes) of the directory id, good now: 1 with its lstat and bits. */

@@ -67,6 +67,9 @@ struct cv_reply cv_notif_give(struct cv_notif *n, int fd, int flags);
  * (statpub.c). tree_gen: cv_answers_tree_gen, read before v was resolved. */
 struct cv_vnode;
 void cv_notif_publish_dir(struct cv_notif *n, const struct cv_vnode *v, uint64_t tree_gen, int xattrs);
+/* v, a directory whose own view is the host's, is being opened for a listing: its listing and
+ * its subdirectories' lstat go into the table, and the shim serves the guest's getdents64. */
+void cv_notif_publish_listing(struct cv_notif *n, const struct cv_vnode *v, uint64_t tree_gen);
 /* The guest's read-only fds of files copied up this run become opens of their copies (asked by
  * its shim, CV_FOLLOW_MAGIC): all of them with a stable fd table, else only gfd (if >= 0). */
 void cv_notif_follow_copies(struct cv_notif *n, int gfd);

@@ -175,6 +175,7 @@ struct cv_reply cv_open_path(struct cv_notif *n, int dirfd, const char *path, in
     int tmpfile = (flags & O_TMPFILE) == O_TMPFILE;
     int rflags = ((flags & O_NOFOLLOW) || excl ? 0 : CV_RES_FOLLOW) | (w || creat ? CV_RES_PARENT : 0);
     struct cv_ans_gens gen = cv_answers_gens(n->run);
+    uint64_t tree_gen = cv_answers_tree_gen(n->run);
     struct cv_vnode v;
     r = cv_vresolve(&n->ctx, dirfd, path, rflags, &v);
     if (r == -ENOENT && !creat) cv_notif_missing(n, gen, path, 0); /* a name on the way is missing */
@@ -204,7 +205,14 @@ struct cv_reply cv_open_path(struct cv_notif *n, int dirfd, const char *path, in
     } else if ((flags & O_DIRECTORY) && !S_ISDIR(st->st_mode)) {
         out = cv_err(ENOTDIR);
     } else if (S_ISDIR(st->st_mode)) {
-        out = w ? cv_err(EISDIR) : kernel_may_open(n, &v, flags) ? cv_continue() : open_existing(n, &v, flags);
+        if (w) {
+            out = cv_err(EISDIR);
+        } else if (kernel_may_open(n, &v, flags)) {
+            cv_notif_publish_listing(n, &v, tree_gen); /* opendir's, fts's, tar's */
+            out = cv_continue();
+        } else {
+            out = open_existing(n, &v, flags);
+        }
     } else if (cv_pty_is_master(st) && !(flags & O_PATH)) {
         out = v.psrc < 0 ? cv_err(ENOENT) : cv_pty_open_master(n, v.psrc, *v.name ? v.name : ".", flags);
     } else if (S_ISCHR(st->st_mode) && cv_writable_device(n->run, st->st_rdev)) {

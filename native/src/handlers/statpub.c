@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <dirent.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -75,18 +76,23 @@ static uint32_t xattr_bits(int dirfd, const char *name, const struct statx *st, 
  * bits only once ls -l asks for one. */
 #define MISS_SLOTS 512
 #define MISS_WINDOW_NS 200000000ull
+#define WALK_NS 1000000000ull /* a listing published at an open holds what the last publication did, this recent */
 
 struct misses {
     uint32_t hash, count, entries; /* entries: counted once it was listed, else 0 */
     uint64_t since;
 };
 
+static uint64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 static struct misses *miss(const char *dir) {
     static struct misses seen[MISS_SLOTS]; /* receiver thread only */
     uint32_t h = cv_ans_hash(dir, (uint32_t)strlen(dir)) | 1;
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    uint64_t now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    uint64_t now = now_ns();
     struct misses *m = &seen[h % MISS_SLOTS];
     if (m->hash != h || now - m->since >= MISS_WINDOW_NS) *m = (struct misses){h, 0, 0, now};
     m->count++;
@@ -95,16 +101,50 @@ static struct misses *miss(const char *dir) {
 
 static int dots(const char *name) { return name[0] == '.' && (!name[1] || (name[1] == '.' && !name[2])); }
 
-/* Entries in a getdents64 batch, . and .. left out; *last: the offset after the batch. */
-static uint32_t names_in(const char *buf, long len, int64_t *last) {
+/* Entries in a getdents64 batch, . and .. left out. */
+static uint32_t names_in(const char *buf, long len) {
     uint32_t n = 0;
     for (long off = 0; off < len;) {
         const struct dirent64 *d = (const void *)(buf + off); /* the kernel's layout */
         off += d->d_reclen;
         n += !dots(d->d_name);
-        *last = d->d_off;
     }
     return n;
+}
+
+/* A directory's listing as getdents64 gives it: whole up to CV_ANS_LIST_MAX bytes (the shim
+ * serves it to the guest's own getdents64), else its beginning; names counts the whole. */
+struct listing {
+    char *buf;
+    size_t len;
+    int whole;
+    uint32_t names;
+};
+
+static int read_listing(int fd, struct listing *l) {
+    char batch[32768] __attribute__((aligned(8)));
+    size_t cap = 0;
+    long got;
+    *l = (struct listing){NULL, 0, 1, 0};
+    while ((got = syscall(SYS_getdents64, fd, batch, sizeof batch)) > 0) {
+        l->names += names_in(batch, got);
+        if (l->whole && l->len + (size_t)got > CV_ANS_LIST_MAX) l->whole = 0;
+        if (!l->whole) continue;
+        if (l->len + (size_t)got > cap) {
+            size_t want = cap ? cap * 2 : sizeof batch;
+            while (want < l->len + (size_t)got) want *= 2;
+            char *more = realloc(l->buf, want);
+            if (!more) break;
+            l->buf = more, cap = want;
+        }
+        memcpy(l->buf + l->len, batch, (size_t)got);
+        l->len += (size_t)got;
+    }
+    if (got < 0 || !l->len) {
+        free(l->buf);
+        return -1;
+    }
+    return 0;
 }
 
 struct publication {
@@ -115,8 +155,8 @@ struct publication {
     uint32_t dir_bits, times;
 };
 
-static void publish_batch(struct publication *p, const char *buf, long len) {
-    for (long off = 0; off < len && p->count < CV_ANS_DIR_ENTRIES;) {
+static void publish_batch(struct publication *p, const char *buf, size_t len) {
+    for (size_t off = 0; off < len && p->count < CV_ANS_DIR_ENTRIES;) {
         const struct dirent64 *d = (const void *)(buf + off);
         off += d->d_reclen;
         const char *name = d->d_name;
@@ -129,6 +169,24 @@ static void publish_batch(struct publication *p, const char *buf, long len) {
         p->count++;
     }
 }
+
+/* The directory open as fd, with its listing; ds: its statx, asked for no time (whether the
+ * filesystem fills them unasked tells how statx answers such masks). Named vdir in the view
+ * (may be NULL). */
+static void publish(struct cv_run *r, int fd, const struct statx *ds, int level, const struct listing *l,
+                    uint64_t tree_gen, const char *vdir) {
+    struct publication p = {r, fd, level, 0, cv_answers_serial(r),
+                            {ds->stx_mnt_id, makedev(ds->stx_dev_major, ds->stx_dev_minor), ds->stx_ino},
+                            level == CV_ANS_XATTRS ? probe_names(NULL, fd) : 0,
+                            ds->stx_mask & STATX_MTIME ? 0 : CV_ANS_TIMES_ASKED};
+    if (!p.serial) return;
+    publish_batch(&p, l->buf, l->len);
+    uint64_t at = l->whole ? cv_answers_put_listing(r, l->buf, l->len) : UINT64_MAX;
+    cv_answers_put_did(r, &p.id, p.serial, level, at, l->len);
+    if (vdir && cv_ans_key_ok(vdir)) cv_answers_put_dir(r, tree_gen, vdir, &p.id);
+}
+
+#define ID_MASK (STATX_NLINK | STATX_INO | STATX_MNT_ID)
 
 void cv_notif_publish_dir(struct cv_notif *n, const struct cv_vnode *v, uint64_t tree_gen, int xattrs) {
     struct cv_run *r = n->run;
@@ -143,35 +201,43 @@ void cv_notif_publish_dir(struct cv_notif *n, const struct cv_vnode *v, uint64_t
     int level = xattrs ? CV_ANS_XATTRS : S_ISDIR(v->st.st_mode) ? CV_ANS_DIRS_ONLY : CV_ANS_ENTRIES;
     if (cv_vfs_holds_hidden(r, dir) || cv_answers_dir_fresh(r, dir, level)) return;
     struct misses *m = miss(dir);
-    if (m->count < 2 || (level != CV_ANS_DIRS_ONLY && m->entries && (uint64_t)m->count * 8 < m->entries - 1)) return;
-    /* Asks no time: whether the filesystem fills them unasked tells how statx answers such masks. */
-    struct statx ds;
-    if (statx(v->psrc, "", AT_EMPTY_PATH, STATX_NLINK | STATX_INO | STATX_MNT_ID, &ds) < 0 ||
-        !(ds.stx_mask & STATX_MNT_ID))
+    /* a walk under way (git status: lstat of each tracked file, directory by directory): at once */
+    int walking = now_ns() - r->walk_at < WALK_NS && r->walk_level >= level;
+    if (!walking &&
+        (m->count < 2 || (level != CV_ANS_DIRS_ONLY && m->entries && (uint64_t)m->count * 8 < m->entries - 1)))
         return;
+    struct statx ds;
+    if (statx(v->psrc, "", AT_EMPTY_PATH, ID_MASK, &ds) < 0 || !(ds.stx_mask & STATX_MNT_ID)) return;
     /* subdirectories: counted by the link count (1: the filesystem does not count them) */
-    if (level == CV_ANS_DIRS_ONLY && ds.stx_nlink != 1 && (uint64_t)m->count * 8 < ds.stx_nlink - 2) return;
+    if (!walking && level == CV_ANS_DIRS_ONLY && ds.stx_nlink != 1 && (uint64_t)m->count * 8 < ds.stx_nlink - 2)
+        return;
     cv_autoclose int fd = cv_reopen_dir_quietly(v->psrc, O_RDONLY | O_DIRECTORY);
-    char buf[32768] __attribute__((aligned(8))), more[4096] __attribute__((aligned(8)));
-    long first = fd < 0 ? -1 : syscall(SYS_getdents64, fd, buf, sizeof buf), got;
-    if (first < 0) return;
-    /* The whole listing counted; most directories fit in the first batch, read once. */
-    int64_t after = 0, end = 0;
-    uint32_t total = names_in(buf, first, &after);
-    int whole = 1;
-    while (first > 0 && (got = syscall(SYS_getdents64, fd, more, sizeof more)) > 0)
-        whole = 0, total += names_in(more, got, &end);
-    m->entries = total + 1;
-    if (level != CV_ANS_DIRS_ONLY && (uint64_t)m->count * 8 < total) return;
-    struct publication p = {r, fd, level, 0, cv_answers_serial(r),
-                            {ds.stx_mnt_id, makedev(ds.stx_dev_major, ds.stx_dev_minor), ds.stx_ino},
-                            level == CV_ANS_XATTRS ? probe_names(NULL, fd) : 0,
-                            ds.stx_mask & STATX_MTIME ? 0 : CV_ANS_TIMES_ASKED};
-    if (!p.serial) return;
-    publish_batch(&p, buf, first);
-    if (!whole && lseek(fd, after, SEEK_SET) == after)
-        while (p.count < CV_ANS_DIR_ENTRIES && (got = syscall(SYS_getdents64, fd, buf, sizeof buf)) > 0)
-            publish_batch(&p, buf, got);
-    cv_answers_put_did(r, &p.id, p.serial, level);
-    cv_answers_put_dir(r, tree_gen, dir, &p.id);
+    struct listing l;
+    if (fd < 0 || read_listing(fd, &l) < 0) return;
+    m->entries = l.names + 1;
+    if (walking || level == CV_ANS_DIRS_ONLY || (uint64_t)m->count * 8 >= l.names) {
+        publish(r, fd, &ds, level, &l, tree_gen, dir);
+        r->walk_level = level, r->walk_at = now_ns();
+    }
+    free(l.buf);
+}
+
+void cv_notif_publish_listing(struct cv_notif *n, const struct cv_vnode *v, uint64_t tree_gen) {
+    struct cv_run *r = n->run;
+    /* its own view is the host's: no twin of it in the upper or a layer, no hidden entry */
+    if (!tree_gen || !v->exists || !S_ISDIR(v->st.st_mode) || v->in_proc || v->layer != CV_LOWER || v->lidx ||
+        v->touched || v->aino || v->psrc < 0 || !v->vpath || !*v->name || cv_answers_kernel_made(v->vpath) ||
+        cv_vfs_holds_hidden(r, v->vpath))
+        return;
+    cv_autoclose int fd = openat(v->psrc, v->name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_NOATIME);
+    if (fd < 0 && errno == EPERM) fd = openat(v->psrc, v->name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    struct statx ds;
+    if (fd < 0 || statx(fd, "", AT_EMPTY_PATH, ID_MASK, &ds) < 0 || !(ds.stx_mask & STATX_MNT_ID)) return;
+    struct cv_ans_id id = {ds.stx_mnt_id, makedev(ds.stx_dev_major, ds.stx_dev_minor), ds.stx_ino};
+    struct listing l;
+    if (cv_answers_listed(r, &id) || read_listing(fd, &l) < 0) return;
+    /* what the walk in progress asks of each directory (ls -l: every entry, and its xattrs) */
+    int level = now_ns() - r->walk_at < WALK_NS ? r->walk_level : CV_ANS_DIRS_ONLY;
+    publish(r, fd, &ds, level, &l, tree_gen, v->vpath);
+    free(l.buf);
 }

@@ -447,6 +447,31 @@ static long shim_lgetxattr(const char *path, const char *name, void *value, size
     return set_errno(raw6(SYS_lgetxattr, (long)path, (long)name, (long)value, (long)size, 0, 0));
 }
 
+/* getdents64 of a directory whose listing the supervisor published (handlers/statpub.c): the
+ * records after the fd's offset, from the table, and the offset moved past them as the kernel
+ * would. An fd that cannot seek (O_PATH: the kernel's EBADF) is the kernel's. */
+static int served_listing(int fd, void *buf, size_t n, long *out) {
+    const struct cv_ans_head *t = fd >= 0 && buf ? table() : NULL;
+    struct statx d;
+    if (!t || raw6(SYS_statx, fd, 0, AT_EMPTY_PATH, STATX_TYPE | STATX_INO | STATX_MNT_ID, (long)&d, 0) != 0 ||
+        !(d.stx_mask & STATX_MNT_ID) || !S_ISDIR(d.stx_mode))
+        return 0;
+    struct cv_ans_id id = {d.stx_mnt_id, makedev(d.stx_dev_major, d.stx_dev_minor), d.stx_ino};
+    long pos = raw6(SYS_lseek, fd, 0, SEEK_CUR, 0, 0, 0);
+    int64_t last = 0;
+    long got = pos < 0 ? -1 : cv_ans_listing(t, &id, pos, now_ns(), buf, n, &last);
+    if (got < 0 || (got > 0 && raw6(SYS_lseek, fd, last, SEEK_SET, 0, 0, 0) != last)) return 0;
+    *out = got;
+    return 1;
+}
+
+static long shim_getdents64(int fd, void *buf, size_t n) {
+    long r;
+    if (n > 0x7fffffff) n = 0x7fffffff;
+    if (served_listing(fd, buf, n, &r)) return r;
+    return set_errno(raw6(SYS_getdents64, fd, (long)buf, (long)n, 0, 0, 0));
+}
+
 /* libc's own open and openat (cancellation points and all), through their trampolines. */
 static int (*libc_open)(const char *, int, ...);
 static int (*libc_openat)(int, const char *, int, ...);
@@ -522,6 +547,10 @@ static const unsigned char CHDIR[] = {WRAPPER(SYS_chdir, 0x01)};
 static const unsigned char FCHDIR[] = {WRAPPER(SYS_fchdir, 0x01)};
 static const unsigned char ACCESS[] = {WRAPPER(SYS_access, 0x00)};
 static const unsigned char LSEEK[] = {WRAPPER(SYS_lseek, 0x00)};
+static const unsigned char GETDENTS64[] = {0xb8, 0xff, 0xff, 0xff, 0x7f, /* mov $INT_MAX,%eax */
+                                           0x48, 0x39, 0xc2,             /* cmp %rax,%rdx */
+                                           0x48, 0x0f, 0x47, 0xd0,       /* cmova %rax,%rdx */
+                                           WRAPPER(SYS_getdents64, 0x00)};
 
 /* read, readv and pread64 (glibc 2.34+) begin `cmpb $0,__libc_single_threaded(%rip)`, then MID,
  * `je MT` (the multi-threaded path), then TAIL: the single-threaded syscall. */
@@ -731,6 +760,7 @@ __attribute__((constructor)) static void cv_shim_init(void) {
     redirect(&b, "chdir", CHDIR, sizeof CHDIR, (void *)shim_chdir);
     redirect(&b, "fchdir", FCHDIR, sizeof FCHDIR, (void *)shim_fchdir);
     redirect(&b, "lseek64", LSEEK, sizeof LSEEK, (void *)shim_lseek);
+    redirect(&b, "getdents64", GETDENTS64, sizeof GETDENTS64, (void *)shim_getdents64);
     add(&b, split_entry("read", NULL, 0, READ_TAIL, sizeof READ_TAIL, &single_threaded, (void **)&libc_read_mt),
         (void *)shim_read);
     add(&b, split_entry("readv", NULL, 0, READV_TAIL, sizeof READV_TAIL, &single_threaded, (void **)&libc_readv_mt),

@@ -38,7 +38,7 @@ static uint64_t now_ns(void) {
 /* An embedder's hook or a trace must see every call the shim could serve. */
 static int wanted(const struct cv_run *r) {
     static const int served[] = {__NR_readlink, __NR_readlinkat, __NR_open,     __NR_openat,   __NR_newfstatat,
-                                 __NR_statx,    __NR_access,     __NR_getxattr, __NR_lgetxattr};
+                                 __NR_statx,    __NR_access,     __NR_getxattr, __NR_lgetxattr, __NR_getdents64};
     for (size_t i = 0; i < sizeof served / sizeof *served; i++)
         if (cv_hook_wants(r, served[i])) return 0;
     return 1;
@@ -190,6 +190,13 @@ int cv_answers_dir_fresh(struct cv_run *r, const char *vpath, int level) {
            has >= (uint32_t)level;
 }
 
+int cv_answers_listed(struct cv_run *r, const struct cv_ans_id *id) {
+    struct cv_answers *a = table(r, 0);
+    uint64_t at;
+    uint32_t len;
+    return a && cv_ans_did_list(a->head, id, now_ns() + CV_ANS_TTL_NS / 2, &at, &len);
+}
+
 uint64_t cv_answers_serial(struct cv_run *r) {
     struct cv_answers *a = table(r, 0);
     return a ? ++a->serial : 0;
@@ -217,9 +224,25 @@ void cv_answers_put_entry(struct cv_run *r, uint64_t serial, const struct cv_ans
     pthread_mutex_unlock(&a->lock);
 }
 
-void cv_answers_put_did(struct cv_run *r, const struct cv_ans_id *id, uint64_t serial, int level) {
+uint64_t cv_answers_put_listing(struct cv_run *r, const void *records, size_t len) {
+    struct cv_answers *a = table(r, 0);
+    if (!a || !len || len > CV_ANS_LIST_MAX || len % 8) return UINT64_MAX;
+    pthread_mutex_lock(&a->lock);
+    uint64_t at = a->head->list_end, off = at & (CV_ANS_LIST_BYTES - 1);
+    if (off + len > CV_ANS_LIST_BYTES) at += CV_ANS_LIST_BYTES - off, off = 0; /* never wraps */
+    /* claimed before written: a reader of what this overwrites sees it moved, after its copy */
+    __atomic_store_n(&a->head->list_end, at + len, __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+    memcpy((char *)a->head + CV_ANS_ENTS_END + off, records, len);
+    pthread_mutex_unlock(&a->lock);
+    return at;
+}
+
+void cv_answers_put_did(struct cv_run *r, const struct cv_ans_id *id, uint64_t serial, int level, uint64_t list_at,
+                        size_t list_len) {
     struct cv_answers *a = table(r, 0);
     if (!a || !serial) return;
+    if (list_at == UINT64_MAX) list_len = 0;
     uint32_t hash = cv_ans_did_hash(id);
     pthread_mutex_lock(&a->lock);
     struct cv_ans_did *set = cv_ans_did_set(a->head, hash), *d = NULL;
@@ -228,6 +251,7 @@ void cv_answers_put_did(struct cv_run *r, const struct cv_ans_id *id, uint64_t s
     if (!d) d = &set[a->turn++ % CV_ANS_WAYS];
     slot_open(&d->seq);
     d->hash = hash, d->serial = serial, d->born = now_ns(), d->id = *id, d->level = (uint32_t)level;
+    d->list_at = list_at, d->list_len = (uint32_t)list_len;
     slot_close(&d->seq);
     pthread_mutex_unlock(&a->lock);
 }

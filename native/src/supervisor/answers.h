@@ -54,14 +54,20 @@ uint64_t cv_answers_tree_gen(struct cv_run *r);
 /* The directory at virtual path vpath was published to level (CV_ANS_DIRS_ONLY, ...) or more
  * less than half a record's life ago: no need to again. */
 int cv_answers_dir_fresh(struct cv_run *r, const char *vpath, int level);
+/* The directory id has a listing in the table for half a record's life more. */
+struct cv_ans_id;
+int cv_answers_listed(struct cv_run *r, const struct cv_ans_id *id);
 /* A directory's publication: a new serial (0: no table), its entries under it, then the
  * directory's identity record, which makes them good, then its path. */
-struct cv_ans_id;
 struct statx;
 uint64_t cv_answers_serial(struct cv_run *r);
 void cv_answers_put_entry(struct cv_run *r, uint64_t serial, const struct cv_ans_id *dir, const char *name,
                           const struct statx *stx, uint32_t bits);
-void cv_answers_put_did(struct cv_run *r, const struct cv_ans_id *id, uint64_t serial, int level);
+/* Its listing first (getdents64 records, whole: len a multiple of 8, at most CV_ANS_LIST_MAX):
+ * where it lies, for the identity record, or UINT64_MAX (no table, too long). */
+uint64_t cv_answers_put_listing(struct cv_run *r, const void *records, size_t len);
+void cv_answers_put_did(struct cv_run *r, const struct cv_ans_id *id, uint64_t serial, int level, uint64_t list_at,
+                        size_t list_len);
 void cv_answers_put_dir(struct cv_run *r, uint64_t tree_gen, const char *vpath, const struct cv_ans_id *id);
 /* The host or layer directory dev/ino is about to change in the view (its upper twin is being
  * made): its entries' records go. Receiver thread. */

@@ -107,6 +107,8 @@ struct cv_run {
     struct cv_lcache *lcache;   /* their directory listings (overlay/lowers.c) */
     struct cv_wmemo *wmemo;     /* directories the walk found in them (overlay/walkmemo.c) */
     struct cv_answers *answers; /* answers the guests' shim serves again (supervisor/answers.c) */
+    int walk_level;             /* what the last stat-driven publication had to hold (handlers/statpub.c) */
+    uint64_t walk_at;           /* and when (CLOCK_MONOTONIC ns) */
     struct cv_copied *copied;   /* files copied up this run, for fds opened before (handlers/notif.c) */
     size_t ncopied, copied_cap;
     uint32_t *copied_index;     /* open addressing by inode: 1 + an index into copied, 0 empty */

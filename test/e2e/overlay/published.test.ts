@@ -133,3 +133,86 @@ diffTest(
 diffTest("statx of a walked directory's entries, mask by mask, by path and under a dirfd", {
   steps: [probe(["statx-masks", "."]), probe(["statx-masks", "sub"])],
 });
+
+// The shim answers getdents64 from the listing the supervisor published when a host directory
+// whose own view is the kernel's was opened. Each listing is checked against the kernel's (a
+// raw syscall(), which the shim leaves to the supervisor) record for record (inode, offset,
+// type, name; a merged directory's offsets are its snapshot's), read whole, a few records at a time, after a seek into the middle, and with a
+// buffer too small for one record; and its names against the native run's, through an fd
+// opened before and one opened after changes by another process and by this one.
+const LISTING_PY = String.raw`
+import ctypes, errno, os, struct, subprocess
+libc = ctypes.CDLL(None, use_errno=True)
+libc.getdents64.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t]
+libc.getdents64.restype = ctypes.c_ssize_t
+libc.syscall.restype = ctypes.c_long
+
+def records(data):
+    out, o = [], 0
+    while o < len(data):
+        ino, off, reclen, kind = struct.unpack_from("<QqHB", data, o)
+        out.append((ino, off, kind, data[o + 19:o + reclen].split(b"\0", 1)[0].decode()))
+        o += reclen
+    return out
+
+def read_all(fd, size, raw=False):
+    buf, got = ctypes.create_string_buffer(size), []
+    while True:
+        n = libc.syscall(217, fd, buf, ctypes.c_size_t(size)) if raw else libc.getdents64(fd, buf, size)
+        if n < 0:
+            return "E" + errno.errorcode[ctypes.get_errno()]
+        if n == 0:
+            return got
+        got += records(buf.raw[:n])
+
+def show(label, fd):
+    os.lseek(fd, 0, os.SEEK_SET)
+    kernel = read_all(fd, 32768, raw=True)
+    os.lseek(fd, 0, os.SEEK_SET)
+    # offsets compared where they stay (a merged directory's name the snapshot a listing made)
+    stable = read_all(fd, 32768, raw=True) == kernel
+    key = (lambda rs: rs) if stable else (lambda rs: [(r[0], r[2], r[3]) for r in rs] if isinstance(rs, list) else rs)
+    checks = []
+    for size in (32768, 64):
+        os.lseek(fd, 0, os.SEEK_SET)
+        checks.append(key(read_all(fd, size)) == key(kernel))
+    mid = kernel[len(kernel) // 2]
+    os.lseek(fd, mid[1], os.SEEK_SET)
+    checks.append(key(read_all(fd, 4096)) == key(kernel[len(kernel) // 2 + 1:]))
+    os.lseek(fd, 0, os.SEEK_SET)
+    checks.append(read_all(fd, 10) == "EEINVAL")
+    print(label, *checks, " ".join(sorted(r[3] for r in kernel)))
+
+def opened(path):
+    return os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+
+old, deep = opened("."), opened("sub/deeper")
+show("first", old)
+show("again", old)
+show("deeper", deep)
+subprocess.run(["sh", "-c", "touch added.txt; rm hello.txt; mkdir sub/new"], check=True)
+show("after another process: old fd", old)
+show("after another process: new fd", opened("."))
+show("sub after another process", opened("sub"))
+os.rename("data.bin", "renamed.bin")
+os.mkdir("made")
+show("after this process: old fd", old)
+show("after this process: new fd", opened("."))
+show("deeper, untouched", deep)
+show("through /proc/self/fd", opened(f"/proc/self/fd/{deep}"))
+p = os.open(".", os.O_PATH)
+print("O_PATH", read_all(p, 4096), read_all(p, 4096, raw=True))
+`;
+
+diffTest(
+  "getdents64 from the published listing agrees with the kernel's and follows every change",
+  {
+    steps: [{ argv: ["python3", "-c", LISTING_PY] }],
+    expectNative: (native) => {
+      const out = native.steps[0]?.stdout ?? "";
+      assert.match(out, /^first True True True True \. \.\. /m);
+      assert.match(out, /^after this process: new fd True True True True .* made .* renamed\.bin/m);
+      assert.match(out, /^O_PATH EEBADF EEBADF$/m);
+    },
+  },
+);
