@@ -991,3 +991,38 @@ gtest(
     assert.match(r.out, /^same True True$/m, show(r));
   },
 );
+
+// A walk across sibling directories publishes each small one at its first miss
+// (native/src/handlers/statpub.c): never one that holds a hidden name.
+const SIBLINGS_PY = String.raw`
+import errno, mmap, os, sys
+tree = sys.argv[1]
+def look(p):
+    try: os.lstat(p); return "OK"
+    except OSError as e: return errno.errorcode[e.errno]
+for _ in range(2):
+    for d in ["s1", "s2", "s3", "s4"]:
+        for f in ["a.txt", "b.txt"]:
+            look(os.path.join(tree, d, f))
+t = os.open("/.cvisor-answers", os.O_RDONLY)
+data = mmap.mmap(t, os.fstat(t).st_size, mmap.MAP_SHARED, mmap.PROT_READ)[:]
+print("holds-secret", b"secret-name" in data, "holds-s4", b"s4-only" in data)
+print("secret", look(os.path.join(tree, "s3", "secret-name")), sorted(os.listdir(os.path.join(tree, "s3"))))
+`;
+
+gtest("a walk across sibling directories publishes none that holds a hidden name", async (fx) => {
+  const tree = path.join(fx.scratch, "walk");
+  for (const d of ["s1", "s2", "s3", "s4"]) {
+    mkdirSync(path.join(tree, d), { recursive: true });
+    for (const f of ["a.txt", "b.txt"]) writeFileSync(path.join(tree, d, f), f);
+  }
+  writeFileSync(path.join(tree, "s3", "secret-name"), "hidden\n");
+  writeFileSync(path.join(tree, "s4", "s4-only"), "visible\n");
+  const r = await cvisor(
+    ["--hide", path.join(tree, "s3", "secret-name")],
+    ["python3", "-c", SIBLINGS_PY, tree],
+  );
+  assert.equal(r.code, 0, show(r));
+  assert.match(r.out, /^holds-secret False holds-s4 True$/m, show(r));
+  assert.match(r.out, /^secret ENOENT \['a\.txt', 'b\.txt'\]$/m, show(r));
+});

@@ -76,7 +76,8 @@ static uint32_t xattr_bits(int dirfd, const char *name, const struct statx *st, 
  * bits only once ls -l asks for one. */
 #define MISS_SLOTS 512
 #define MISS_WINDOW_NS 200000000ull
-#define WALK_NS 1000000000ull /* a listing published at an open holds what the last publication did, this recent */
+#define WALK_SMALL 32 /* entries */
+#define WALK_NS 1000000000ull /* a publication this recent makes a walk */
 
 struct misses {
     uint32_t hash, count, entries; /* entries: counted once it was listed, else 0 */
@@ -201,7 +202,8 @@ void cv_notif_publish_dir(struct cv_notif *n, const struct cv_vnode *v, uint64_t
     int level = xattrs ? CV_ANS_XATTRS : S_ISDIR(v->st.st_mode) ? CV_ANS_DIRS_ONLY : CV_ANS_ENTRIES;
     if (cv_vfs_holds_hidden(r, dir) || cv_answers_dir_fresh(r, dir, level)) return;
     struct misses *m = miss(dir);
-    /* a walk under way (git status: lstat of each tracked file, directory by directory): at once */
+    /* a walk under way (git status: lstat of each tracked file, directory by directory): a small
+     * directory at once (not a large one a program looks a name up in: Python's /etc/ssl/certs) */
     int walking = now_ns() - r->walk_at < WALK_NS && r->walk_level >= level;
     if (!walking &&
         (m->count < 2 || (level != CV_ANS_DIRS_ONLY && m->entries && (uint64_t)m->count * 8 < m->entries - 1)))
@@ -215,7 +217,7 @@ void cv_notif_publish_dir(struct cv_notif *n, const struct cv_vnode *v, uint64_t
     struct listing l;
     if (fd < 0 || read_listing(fd, &l) < 0) return;
     m->entries = l.names + 1;
-    if (walking || level == CV_ANS_DIRS_ONLY || (uint64_t)m->count * 8 >= l.names) {
+    if ((walking && l.names <= WALK_SMALL) || level == CV_ANS_DIRS_ONLY || (uint64_t)m->count * 8 >= l.names) {
         publish(r, fd, &ds, level, &l, tree_gen, dir);
         r->walk_level = level, r->walk_at = now_ns();
     }
@@ -236,8 +238,15 @@ void cv_notif_publish_listing(struct cv_notif *n, const struct cv_vnode *v, uint
     struct cv_ans_id id = {ds.stx_mnt_id, makedev(ds.stx_dev_major, ds.stx_dev_minor), ds.stx_ino};
     struct listing l;
     if (cv_answers_listed(r, &id) || read_listing(fd, &l) < 0) return;
-    /* what the walk in progress asks of each directory (ls -l: every entry, and its xattrs) */
-    int level = now_ns() - r->walk_at < WALK_NS ? r->walk_level : CV_ANS_DIRS_ONLY;
+    /* a walk descending asks of it what it asked of its parent (ls -lR: every entry, and its
+     * xattrs; tar: every entry); a listing alone (Python's of sys.path) asks for no entry */
+    struct statx ps;
+    int level = CV_ANS_DIRS_ONLY;
+    if (statx(v->psrc, "", AT_EMPTY_PATH, ID_MASK, &ps) == 0 && (ps.stx_mask & STATX_MNT_ID)) {
+        struct cv_ans_id parent = {ps.stx_mnt_id, makedev(ps.stx_dev_major, ps.stx_dev_minor), ps.stx_ino};
+        int had = cv_answers_level(r, &parent);
+        if (had > level) level = had;
+    }
     publish(r, fd, &ds, level, &l, tree_gen, v->vpath);
     free(l.buf);
 }

@@ -197,6 +197,12 @@ int cv_answers_listed(struct cv_run *r, const struct cv_ans_id *id) {
     return a && cv_ans_did_list(a->head, id, now_ns() + CV_ANS_TTL_NS / 2, &at, &len);
 }
 
+int cv_answers_level(struct cv_run *r, const struct cv_ans_id *id) {
+    struct cv_answers *a = table(r, 0);
+    uint32_t level = 0;
+    return a && cv_ans_did_get(a->head, id, now_ns(), &level) ? (int)level : -1;
+}
+
 uint64_t cv_answers_serial(struct cv_run *r) {
     struct cv_answers *a = table(r, 0);
     return a ? ++a->serial : 0;

@@ -57,6 +57,8 @@ int cv_answers_dir_fresh(struct cv_run *r, const char *vpath, int level);
 /* The directory id has a listing in the table for half a record's life more. */
 struct cv_ans_id;
 int cv_answers_listed(struct cv_run *r, const struct cv_ans_id *id);
+/* What the directory id's entries are published to (CV_ANS_DIRS_ONLY, ...), or -1: none. */
+int cv_answers_level(struct cv_run *r, const struct cv_ans_id *id);
 /* A directory's publication: a new serial (0: no table), its entries under it, then the
  * directory's identity record, which makes them good, then its path. */
 struct statx;

@@ -6,6 +6,7 @@
 // /proc/self/fd, statx with and without the birth time, and getxattr. Native runs of the same
 // script set what is right.
 import assert from "node:assert/strict";
+import { mkdirSync, writeFileSync } from "node:fs";
 import { addManyFiles, diffTest, probe } from "../../helpers/differential.js";
 
 const PUBLISHED_PY = String.raw`
@@ -213,6 +214,51 @@ diffTest(
       assert.match(out, /^first True True True True \. \.\. /m);
       assert.match(out, /^after this process: new fd True True True True .* made .* renamed\.bin/m);
       assert.match(out, /^O_PATH EEBADF EEBADF$/m);
+    },
+  },
+);
+
+// A walk across sibling directories (git status's lstat of each tracked file, in index order):
+// once a walk is under way, a small directory is published at its first miss. Those the sandbox
+// changed (a new file, a removed one, a mode, a renamed directory, one made anew) are looked up
+// as they are, changed before the walk by this process and between two of its steps by another.
+const SIBLINGS_PY = String.raw`
+import os, stat, subprocess
+mods = [f"mod{i}" for i in range(8)] + ["renamed", "fresh"]
+def walk(label, during=None):
+    out = []
+    for m in mods:
+        for f in ["a.txt", "b.txt", "c.txt", "new.txt"]:
+            p = os.path.join("tree", m, f)
+            try:
+                st = os.lstat(p)
+                out.append(f"{p}:{stat.filemode(st.st_mode)}:{st.st_size}")
+            except OSError as e:
+                out.append(f"{p}:E{e.errno}")
+        if m == "mod2" and during:
+            subprocess.run(["sh", "-c", during], check=True)
+    print(label, *out)
+walk("first")
+walk("again", "echo x >> tree/mod5/a.txt; rm tree/mod6/b.txt; touch tree/mod7/new.txt")
+os.chmod("tree/mod1/a.txt", 0o600)
+os.unlink("tree/mod3/c.txt")
+os.rename("tree/mod4", "tree/renamed")
+os.mkdir("tree/fresh")
+open("tree/fresh/new.txt", "w").close()
+walk("after this process changed them")
+walk("and another", "chmod 700 tree/mod0/c.txt; mv tree/mod7 tree/mod4")
+`;
+
+diffTest(
+  "a walk across sibling directories sees each as the sandbox changed it",
+  { steps: [{ argv: ["python3", "-c", SIBLINGS_PY] }] },
+  {
+    setup: (fx) => {
+      for (let m = 0; m < 8; m++) {
+        mkdirSync(fx.p("tree", `mod${m}`), { recursive: true });
+        for (const f of ["a.txt", "b.txt", "c.txt"])
+          writeFileSync(fx.p("tree", `mod${m}`, f), `mod${m}${f}`);
+      }
     },
   },
 );
