@@ -135,7 +135,10 @@ static int read_listing(int fd, struct listing *l) {
             size_t want = cap ? cap * 2 : sizeof batch;
             while (want < l->len + (size_t)got) want *= 2;
             char *more = realloc(l->buf, want);
-            if (!more) break;
+            if (!more) {
+                l->whole = 0; /* what it holds is the beginning */
+                continue;
+            }
             l->buf = more, cap = want;
         }
         memcpy(l->buf + l->len, batch, (size_t)got);
@@ -239,14 +242,16 @@ void cv_notif_publish_listing(struct cv_notif *n, const struct cv_vnode *v, uint
     struct listing l;
     if (cv_answers_listed(r, &id) || read_listing(fd, &l) < 0) return;
     /* a walk descending asks of it what it asked of its parent (ls -lR: every entry, and its
-     * xattrs; tar: every entry); a listing alone (Python's of sys.path) asks for no entry */
+     * xattrs; tar: every entry); a listing alone (Python's of sys.path) asks for no entry; and
+     * no less than it had */
     struct statx ps;
-    int level = CV_ANS_DIRS_ONLY;
+    int level = cv_answers_level(r, &id);
     if (statx(v->psrc, "", AT_EMPTY_PATH, ID_MASK, &ps) == 0 && (ps.stx_mask & STATX_MNT_ID)) {
         struct cv_ans_id parent = {ps.stx_mnt_id, makedev(ps.stx_dev_major, ps.stx_dev_minor), ps.stx_ino};
         int had = cv_answers_level(r, &parent);
         if (had > level) level = had;
     }
-    publish(r, fd, &ds, level, &l, tree_gen, v->vpath);
+    /* too long to be kept: nothing the shim could serve a listing from */
+    if (l.whole) publish(r, fd, &ds, level < CV_ANS_DIRS_ONLY ? CV_ANS_DIRS_ONLY : level, &l, tree_gen, v->vpath);
     free(l.buf);
 }
