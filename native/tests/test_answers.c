@@ -48,20 +48,24 @@ static int get(const struct cv_ans_head *t, const char *key, uint64_t now, int32
     return hit;
 }
 
+/* The run's table as a guest maps it (read-only) and *fd, its fd; NULL (a failure counted). */
+static const struct cv_ans_head *map_table(struct cv_run *r, int *fd) {
+    *fd = cv_answers_fd(r);
+    check(*fd >= 0, "a guest's fd of the table: %d", *fd);
+    const struct cv_ans_head *t = *fd < 0 ? MAP_FAILED : mmap(NULL, CV_ANS_BYTES, PROT_READ, MAP_SHARED, *fd, 0);
+    check(t != MAP_FAILED, "it maps read-only");
+    if (t != MAP_FAILED) return t;
+    if (*fd >= 0) close(*fd);
+    return NULL;
+}
+
 static void test_table(void) {
     struct cv_run *r = cv_run_new("/bin/true");
     cv_answers_put(r, cv_answers_gens(r), "/lib", 0, "usr/lib", 7);
     check(cv_answers_gens(r).gone == 0, "no table until a guest asks for one");
-    int fd = cv_answers_fd(r);
-    check(fd >= 0, "a guest's fd of the table: %d", fd);
-    if (fd < 0) {
-        cv_run_free(r);
-        return;
-    }
-    const struct cv_ans_head *t = mmap(NULL, CV_ANS_BYTES, PROT_READ, MAP_SHARED, fd, 0);
-    check(t != MAP_FAILED, "it maps read-only");
-    if (t == MAP_FAILED) {
-        close(fd);
+    int fd;
+    const struct cv_ans_head *t = map_table(r, &fd);
+    if (!t) {
         cv_run_free(r);
         return;
     }
@@ -185,11 +189,9 @@ static void test_copied(void) {
     }
     r->copied[r->ncopied++] = (struct cv_copied){.dev = 1, .ino = 10};
     cv_answers_copied(r);
-    int fd = cv_answers_fd(r);
-    const struct cv_ans_head *t = fd < 0 ? MAP_FAILED : mmap(NULL, CV_ANS_BYTES, PROT_READ, MAP_SHARED, fd, 0);
-    check(t != MAP_FAILED, "the table maps");
-    if (t == MAP_FAILED) {
-        if (fd >= 0) close(fd);
+    int fd;
+    const struct cv_ans_head *t = map_table(r, &fd);
+    if (!t) {
         cv_run_free(r);
         return;
     }
@@ -231,11 +233,9 @@ static long listing(const struct cv_ans_head *t, const struct cv_ans_id *id, int
 
 static void test_listing(void) {
     struct cv_run *r = cv_run_new("/bin/true");
-    int fd = cv_answers_fd(r);
-    const struct cv_ans_head *t = fd < 0 ? MAP_FAILED : mmap(NULL, CV_ANS_BYTES, PROT_READ, MAP_SHARED, fd, 0);
-    check(t != MAP_FAILED, "the table maps");
-    if (t == MAP_FAILED) {
-        if (fd >= 0) close(fd);
+    int fd;
+    const struct cv_ans_head *t = map_table(r, &fd);
+    if (!t) {
         cv_run_free(r);
         return;
     }

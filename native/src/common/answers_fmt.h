@@ -34,6 +34,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 
 #define CV_ANS_MAGIC "/.cvisor-answers"
 /* Opened (notified, ENOENT) by a guest that saw `copies` move: the supervisor makes its read-only
@@ -83,6 +84,10 @@ struct cv_ans_copied {
 struct cv_ans_id {
     uint64_t mnt, dev, ino;
 };
+
+static inline struct cv_ans_id cv_ans_id_of(const struct statx *st) {
+    return (struct cv_ans_id){st->stx_mnt_id, makedev(st->stx_dev_major, st->stx_dev_minor), st->stx_ino};
+}
 
 struct cv_ans_dir { /* a directory's virtual path: its identity */
     uint32_t seq, hash; /* as in cv_ans_slot */
@@ -265,21 +270,24 @@ static inline int cv_ans_dir_get(const struct cv_ans_head *t, const char *key, u
     return 0;
 }
 
-/* The serial the entries of the directory id are published under, good now (0: none), and
- * *level (may be NULL). */
+/* The record of the directory id, good now: the serial its entries are published under (0:
+ * none), what was published (*level) and where its listing lies (*at, *len; *len 0: none).
+ * level and at (with len) may be NULL. */
 static inline uint64_t cv_ans_did_get(const struct cv_ans_head *t, const struct cv_ans_id *id, uint64_t now,
-                                      uint32_t *level) {
+                                      uint32_t *level, uint64_t *at, uint32_t *len) {
     uint32_t hash = cv_ans_did_hash(id);
     struct cv_ans_did *d = cv_ans_did_set(t, hash);
     for (uint32_t w = 0; w < CV_ANS_WAYS; w++, d++) {
         uint32_t seq = __atomic_load_n(&d->seq, __ATOMIC_ACQUIRE);
         if ((seq & 1) || d->hash != hash || !d->serial || !cv_ans_young(d->born, now)) continue;
         struct cv_ans_id got = d->id;
-        uint64_t serial = d->serial;
-        uint32_t lv = d->level;
+        uint64_t serial = d->serial, where = d->list_at;
+        uint32_t lv = d->level, n = d->list_len;
         __atomic_thread_fence(__ATOMIC_ACQUIRE);
         if (__atomic_load_n(&d->seq, __ATOMIC_RELAXED) != seq || !cv_ans_same_id(&got, id)) continue;
         if (level) *level = lv;
+        if (at) /* a forged length or place reads as no listing */
+            *at = where, *len = n <= CV_ANS_LIST_MAX && (where & (CV_ANS_LIST_BYTES - 1)) + n <= CV_ANS_LIST_BYTES ? n : 0;
         return serial;
     }
     return 0;
@@ -288,21 +296,9 @@ static inline uint64_t cv_ans_did_get(const struct cv_ans_head *t, const struct 
 /* The published listing of the directory id, good now: its serial (0: none) and where it lies. */
 static inline uint64_t cv_ans_did_list(const struct cv_ans_head *t, const struct cv_ans_id *id, uint64_t now,
                                        uint64_t *at, uint32_t *len) {
-    uint32_t hash = cv_ans_did_hash(id);
-    struct cv_ans_did *d = cv_ans_did_set(t, hash);
-    for (uint32_t w = 0; w < CV_ANS_WAYS; w++, d++) {
-        uint32_t seq = __atomic_load_n(&d->seq, __ATOMIC_ACQUIRE);
-        if ((seq & 1) || d->hash != hash || !d->serial || !d->list_len || !cv_ans_young(d->born, now)) continue;
-        struct cv_ans_id got = d->id;
-        uint64_t serial = d->serial, where = d->list_at;
-        uint32_t n = d->list_len;
-        __atomic_thread_fence(__ATOMIC_ACQUIRE);
-        if (__atomic_load_n(&d->seq, __ATOMIC_RELAXED) != seq || !cv_ans_same_id(&got, id)) continue;
-        if (n > CV_ANS_LIST_MAX || (where & (CV_ANS_LIST_BYTES - 1)) + n > CV_ANS_LIST_BYTES) return 0;
-        *at = where, *len = n;
-        return serial;
-    }
-    return 0;
+    *len = 0;
+    uint64_t serial = cv_ans_did_get(t, id, now, NULL, at, len);
+    return *len ? serial : 0;
 }
 
 /* getdents64 from the published listing of the directory id, for an fd at offset pos (0: the
@@ -358,7 +354,7 @@ static inline long cv_ans_listing(const struct cv_ans_head *t, const struct cv_a
 /* The entry `name` (len bytes) of the directory id, good now: 1 with its lstat and bits. */
 static inline int cv_ans_ent_get(const struct cv_ans_head *t, const struct cv_ans_id *dir, const char *name,
                                  uint32_t len, uint64_t now, struct statx *stx, uint32_t *bits) {
-    uint64_t serial = len <= CV_ANS_NAME_MAX ? cv_ans_did_get(t, dir, now, NULL) : 0;
+    uint64_t serial = len <= CV_ANS_NAME_MAX ? cv_ans_did_get(t, dir, now, NULL, NULL, NULL) : 0;
     if (!serial) return 0;
     uint32_t hash = cv_ans_ent_hash(dir, name, len);
     struct cv_ans_ent *e = cv_ans_ent_set(t, hash);
@@ -377,7 +373,7 @@ static inline int cv_ans_ent_get(const struct cv_ans_head *t, const struct cv_an
         __atomic_thread_fence(__ATOMIC_ACQUIRE);
         if (__atomic_load_n(&e->seq, __ATOMIC_RELAXED) != seq) return 0;
         /* killed meanwhile: what was read may be what the change is about to replace */
-        if (cv_ans_did_get(t, dir, now, NULL) != serial) return 0;
+        if (cv_ans_did_get(t, dir, now, NULL, NULL, NULL) != serial) return 0;
         *bits = x;
         return 1;
     }

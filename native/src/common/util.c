@@ -66,6 +66,11 @@ int cv_reopen_dir_quietly(int fd, int flags) {
     return r >= 0 || errno != EPERM ? r : cv_reopen_dir(fd, flags);
 }
 
+int cv_openat_quietly(int dirfd, const char *name, int flags) {
+    int r = openat(dirfd, name, flags | O_CLOEXEC | O_NOATIME);
+    return r >= 0 || errno != EPERM ? r : openat(dirfd, name, flags | O_CLOEXEC);
+}
+
 int cv_reopen_dir(int fd, int flags) {
     int r = openat(fd, ".", flags | O_CLOEXEC);
     if (r >= 0 || errno != EACCES) return r;

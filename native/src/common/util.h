@@ -46,6 +46,8 @@ int cv_reopen_dir(int fd, int flags);
 /* The same, with O_NOATIME where the owner's right allows it: a look of the supervisor's own
  * leaves the directory's access time as the guest's reads left it. */
 int cv_reopen_dir_quietly(int fd, int flags);
+/* openat(dirfd, name, flags | O_CLOEXEC), with O_NOATIME where the owner's right allows it. */
+int cv_openat_quietly(int dirfd, const char *name, int flags);
 /* Send fd over the unix socket sock (SCM_RIGHTS) with the one byte tag. 0 or -errno. */
 int cv_send_fd(int sock, int fd, char tag);
 ssize_t cv_readlinkat(int dirfd, const char *path, char *buf, size_t len);

@@ -84,16 +84,10 @@ struct misses {
     uint64_t since;
 };
 
-static uint64_t now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 static struct misses *miss(const char *dir) {
     static struct misses seen[MISS_SLOTS]; /* receiver thread only */
     uint32_t h = cv_ans_hash(dir, (uint32_t)strlen(dir)) | 1;
-    uint64_t now = now_ns();
+    uint64_t now = cv_answers_now();
     struct misses *m = &seen[h % MISS_SLOTS];
     if (m->hash != h || now - m->since >= MISS_WINDOW_NS) *m = (struct misses){h, 0, 0, now};
     m->count++;
@@ -180,7 +174,7 @@ static void publish_batch(struct publication *p, const char *buf, size_t len) {
 static void publish(struct cv_run *r, int fd, const struct statx *ds, int level, const struct listing *l,
                     uint64_t tree_gen, const char *vdir) {
     struct publication p = {r, fd, level, 0, cv_answers_serial(r),
-                            {ds->stx_mnt_id, makedev(ds->stx_dev_major, ds->stx_dev_minor), ds->stx_ino},
+                            cv_ans_id_of(ds),
                             level == CV_ANS_XATTRS ? probe_names(NULL, fd) : 0,
                             ds->stx_mask & STATX_MTIME ? 0 : CV_ANS_TIMES_ASKED};
     if (!p.serial) return;
@@ -207,7 +201,7 @@ void cv_notif_publish_dir(struct cv_notif *n, const struct cv_vnode *v, uint64_t
     struct misses *m = miss(dir);
     /* a walk under way (git status: lstat of each tracked file, directory by directory): a small
      * directory at once (not a large one a program looks a name up in: Python's /etc/ssl/certs) */
-    int walking = now_ns() - r->walk_at < WALK_NS && r->walk_level >= level;
+    int walking = cv_answers_now() - r->walk_at < WALK_NS && r->walk_level >= level;
     if (!walking &&
         (m->count < 2 || (level != CV_ANS_DIRS_ONLY && m->entries && (uint64_t)m->count * 8 < m->entries - 1)))
         return;
@@ -222,7 +216,7 @@ void cv_notif_publish_dir(struct cv_notif *n, const struct cv_vnode *v, uint64_t
     m->entries = l.names + 1;
     if ((walking && l.names <= WALK_SMALL) || level == CV_ANS_DIRS_ONLY || (uint64_t)m->count * 8 >= l.names) {
         publish(r, fd, &ds, level, &l, tree_gen, dir);
-        r->walk_level = level, r->walk_at = now_ns();
+        r->walk_level = level, r->walk_at = cv_answers_now();
     }
     free(l.buf);
 }
@@ -234,11 +228,13 @@ void cv_notif_publish_listing(struct cv_notif *n, const struct cv_vnode *v, uint
         v->touched || v->aino || v->psrc < 0 || !v->vpath || !*v->name || cv_answers_kernel_made(v->vpath) ||
         cv_vfs_holds_hidden(r, v->vpath))
         return;
-    cv_autoclose int fd = openat(v->psrc, v->name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_NOATIME);
-    if (fd < 0 && errno == EPERM) fd = openat(v->psrc, v->name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    /* opened again within half a record's life: its path names a publication (with its listing,
+     * unless that was too long to keep) */
+    if (cv_answers_dir_fresh(r, v->vpath, CV_ANS_DIRS_ONLY)) return;
+    cv_autoclose int fd = cv_openat_quietly(v->psrc, v->name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW);
     struct statx ds;
     if (fd < 0 || statx(fd, "", AT_EMPTY_PATH, ID_MASK, &ds) < 0 || !(ds.stx_mask & STATX_MNT_ID)) return;
-    struct cv_ans_id id = {ds.stx_mnt_id, makedev(ds.stx_dev_major, ds.stx_dev_minor), ds.stx_ino};
+    struct cv_ans_id id = cv_ans_id_of(&ds);
     struct listing l;
     if (cv_answers_listed(r, &id) || read_listing(fd, &l) < 0) return;
     /* a walk descending asks of it what it asked of its parent (ls -lR: every entry, and its
@@ -247,7 +243,7 @@ void cv_notif_publish_listing(struct cv_notif *n, const struct cv_vnode *v, uint
     struct statx ps;
     int level = cv_answers_level(r, &id);
     if (statx(v->psrc, "", AT_EMPTY_PATH, ID_MASK, &ps) == 0 && (ps.stx_mask & STATX_MNT_ID)) {
-        struct cv_ans_id parent = {ps.stx_mnt_id, makedev(ps.stx_dev_major, ps.stx_dev_minor), ps.stx_ino};
+        struct cv_ans_id parent = cv_ans_id_of(&ps);
         int had = cv_answers_level(r, &parent);
         if (had > level) level = had;
     }

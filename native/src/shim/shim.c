@@ -413,7 +413,7 @@ static int served_entry(int fd, const char *path, struct statx *stx, uint32_t *b
             raw6(SYS_statx, fd, 0, AT_EMPTY_PATH, STATX_TYPE | STATX_INO | STATX_MNT_ID, (long)&d, 0) != 0 ||
             !(d.stx_mask & STATX_MNT_ID) || !S_ISDIR(d.stx_mode))
             return 0;
-        id = (struct cv_ans_id){d.stx_mnt_id, makedev(d.stx_dev_major, d.stx_dev_minor), d.stx_ino};
+        id = cv_ans_id_of(&d);
     }
     uint32_t nlen = (uint32_t)(path + len - name);
     if (name[0] == '.' && (nlen == 1 || (nlen == 2 && name[1] == '.'))) return 0;
@@ -456,7 +456,7 @@ static int served_listing(int fd, void *buf, size_t n, long *out) {
     if (!t || raw6(SYS_statx, fd, 0, AT_EMPTY_PATH, STATX_TYPE | STATX_INO | STATX_MNT_ID, (long)&d, 0) != 0 ||
         !(d.stx_mask & STATX_MNT_ID) || !S_ISDIR(d.stx_mode))
         return 0;
-    struct cv_ans_id id = {d.stx_mnt_id, makedev(d.stx_dev_major, d.stx_dev_minor), d.stx_ino};
+    struct cv_ans_id id = cv_ans_id_of(&d);
     long pos = raw6(SYS_lseek, fd, 0, SEEK_CUR, 0, 0, 0);
     int64_t last = 0;
     long got = pos < 0 ? -1 : cv_ans_listing(t, &id, pos, now_ns(), buf, n, &last);

@@ -29,7 +29,7 @@ struct cv_answers {
 
 static pthread_mutex_t make_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static uint64_t now_ns(void) {
+uint64_t cv_answers_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
@@ -143,7 +143,7 @@ void cv_answers_put(struct cv_run *r, struct cv_ans_gens g, const char *key, int
         if (set[w].hash == hash && set[w].klen == klen && !memcmp(set[w].key, key, klen)) s = &set[w];
     if (!s) s = &set[a->turn++ % CV_ANS_WAYS];
     slot_open(&s->seq);
-    s->hash = hash, s->gen = gen, s->born = now_ns(), s->err = err;
+    s->hash = hash, s->gen = gen, s->born = cv_answers_now(), s->err = err;
     s->klen = (uint16_t)klen, s->vlen = (uint16_t)(err ? 0 : len);
     memcpy(s->key, key, klen);
     if (!err) memcpy(s->val, target, len);
@@ -185,8 +185,8 @@ int cv_answers_dir_fresh(struct cv_run *r, const char *vpath, int level) {
     uint32_t klen = a ? cv_ans_key_ok(vpath) : 0;
     struct cv_ans_id id;
     uint32_t has = 0;
-    uint64_t later = now_ns() + CV_ANS_TTL_NS / 2; /* good for half a record's life more */
-    return klen && cv_ans_dir_get(a->head, vpath, klen, later, &id) && cv_ans_did_get(a->head, &id, later, &has) &&
+    uint64_t later = cv_answers_now() + CV_ANS_TTL_NS / 2; /* good for half a record's life more */
+    return klen && cv_ans_dir_get(a->head, vpath, klen, later, &id) && cv_ans_did_get(a->head, &id, later, &has, NULL, NULL) &&
            has >= (uint32_t)level;
 }
 
@@ -194,13 +194,13 @@ int cv_answers_listed(struct cv_run *r, const struct cv_ans_id *id) {
     struct cv_answers *a = table(r, 0);
     uint64_t at;
     uint32_t len;
-    return a && cv_ans_did_list(a->head, id, now_ns() + CV_ANS_TTL_NS / 2, &at, &len);
+    return a && cv_ans_did_list(a->head, id, cv_answers_now() + CV_ANS_TTL_NS / 2, &at, &len);
 }
 
 int cv_answers_level(struct cv_run *r, const struct cv_ans_id *id) {
     struct cv_answers *a = table(r, 0);
     uint32_t level = 0;
-    return a && cv_ans_did_get(a->head, id, now_ns(), &level) ? (int)level : -1;
+    return a && cv_ans_did_get(a->head, id, cv_answers_now(), &level, NULL, NULL) ? (int)level : -1;
 }
 
 uint64_t cv_answers_serial(struct cv_run *r) {
@@ -222,7 +222,7 @@ void cv_answers_put_entry(struct cv_run *r, uint64_t serial, const struct cv_ans
             e = &set[w];
     if (!e) e = &set[a->turn++ % CV_ANS_WAYS];
     slot_open(&e->seq);
-    e->hash = hash, e->serial = serial, e->born = now_ns(), e->dir = *dir, e->nlen = (uint16_t)nlen;
+    e->hash = hash, e->serial = serial, e->born = cv_answers_now(), e->dir = *dir, e->nlen = (uint16_t)nlen;
     e->bits = (uint16_t)bits;
     memcpy(e->name, name, nlen);
     memcpy(e->stx, stx, CV_ANS_STX_BYTES);
@@ -256,7 +256,7 @@ void cv_answers_put_did(struct cv_run *r, const struct cv_ans_id *id, uint64_t s
         if (set[w].hash == hash && cv_ans_same_id(&set[w].id, id)) d = &set[w];
     if (!d) d = &set[a->turn++ % CV_ANS_WAYS];
     slot_open(&d->seq);
-    d->hash = hash, d->serial = serial, d->born = now_ns(), d->id = *id, d->level = (uint32_t)level;
+    d->hash = hash, d->serial = serial, d->born = cv_answers_now(), d->id = *id, d->level = (uint32_t)level;
     d->list_at = list_at, d->list_len = (uint32_t)list_len;
     slot_close(&d->seq);
     pthread_mutex_unlock(&a->lock);
@@ -273,7 +273,7 @@ void cv_answers_put_dir(struct cv_run *r, uint64_t tree_gen, const char *vpath, 
         if (set[w].hash == hash && set[w].klen == klen && !memcmp(set[w].key, vpath, klen)) d = &set[w];
     if (!d) d = &set[a->turn++ % CV_ANS_WAYS];
     slot_open(&d->seq);
-    d->hash = hash, d->gen = tree_gen, d->born = now_ns(), d->id = *id, d->klen = klen;
+    d->hash = hash, d->gen = tree_gen, d->born = cv_answers_now(), d->id = *id, d->klen = klen;
     memcpy(d->key, vpath, klen);
     slot_close(&d->seq);
     pthread_mutex_unlock(&a->lock);

@@ -51,6 +51,8 @@ int cv_answers_kernel_made(const char *path);
  * with, read before resolving it (0: no table); it moves on before a rename or a symlink
  * (cv_answers_changing with CV_ANS_TREE). */
 uint64_t cv_answers_tree_gen(struct cv_run *r);
+/* The table's clock (CLOCK_MONOTONIC ns), which its records are stamped with. */
+uint64_t cv_answers_now(void);
 /* The directory at virtual path vpath was published to level (CV_ANS_DIRS_ONLY, ...) or more
  * less than half a record's life ago: no need to again. */
 int cv_answers_dir_fresh(struct cv_run *r, const char *vpath, int level);
