@@ -29,7 +29,7 @@
 extern "C" {
 #endif
 
-#define CV_ABI_VERSION 10
+#define CV_ABI_VERSION 11
 
 #define CV_API __attribute__((visibility("default")))
 
@@ -181,6 +181,10 @@ CV_API int cv_run_add_lower(cv_run *r, const char *layer_dir);
  * reaches EOF when the run is over (also on a failed start). The caller owns it and
  * closes it. The stdio fds are dup'd before this returns. */
 CV_API int cv_run_start(cv_run *r, int *done_fd);
+/* Also tell the end on fd (a stream socket; the run takes a dup): the 8 bytes of token, in one
+ * send, as the done fd reaches EOF. One socket can so tell a caller of many runs which ended,
+ * where watching each run's own fd costs an event-loop handle a run. Before cv_run_start. */
+CV_API int cv_run_set_end_note(cv_run *r, int fd, uint64_t token);
 /* Ask for the whole tree to be killed (setsid daemons and double forks included).
  * Asynchronous and idempotent. */
 CV_API int cv_run_kill(cv_run *r);

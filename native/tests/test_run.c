@@ -30,6 +30,7 @@
 #include <linux/seccomp.h>
 #include <stddef.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 
@@ -659,6 +660,39 @@ static void test_concurrent(void) {
     }
 }
 
+/* The end note: sent once, when the done fd reaches EOF, never before; the run's dup goes with it. */
+static void test_end_note(void) {
+    int sv[2];
+    check(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0, "end note: socketpair");
+    const uint64_t token = 0x1122334455667788ull;
+    cv_run *r = cv_run_new(helper);
+    cv_run_add_arg(r, "sleep");
+    cv_run_add_arg(r, "0.3");
+    cv_run_add_env(r, "PATH=/usr/bin:/bin");
+    check(cv_run_set_end_note(r, -1, token) == CV_ERR_INVALID, "end note: fd -1 taken");
+    check(cv_run_set_end_note(r, sv[1], token) == 0, "end note: not taken");
+    check(cv_run_set_end_note(r, sv[1], token) == CV_ERR_INVALID, "end note: a second one taken");
+    close(sv[1]); /* the run holds its own dup */
+    int done = -1, rc = cv_run_start(r, &done);
+    check(rc == 0, "end note: cv_run_start returned %d", rc);
+    check(cv_run_set_end_note(r, sv[0], 1) == CV_ERR_STATE, "end note: set after start");
+    uint64_t got = 0;
+    check(recv(sv[0], &got, sizeof got, MSG_DONTWAIT) < 0 && errno == EAGAIN, "end note: sent while running");
+    char c;
+    double t0 = now_ms();
+    while (rc == 0 && now_ms() - t0 < RUN_GUARD_MS) {
+        struct pollfd pf = {done, POLLIN, 0};
+        if (poll(&pf, 1, 100) > 0 && read(done, &c, 1) == 0) break;
+    }
+    struct pollfd pn = {sv[0], POLLIN, 0};
+    check(poll(&pn, 1, 5000) == 1 && recv(sv[0], &got, sizeof got, MSG_WAITALL) == (ssize_t)sizeof got &&
+              got == token, "end note: got %llx after the done fd's EOF", (unsigned long long)got);
+    cv_run_free(r);
+    check(poll(&pn, 1, 5000) == 1 && recv(sv[0], &got, sizeof got, 0) == 0, "end note: the run kept its dup");
+    close(sv[0]);
+    if (done >= 0) close(done);
+}
+
 static void test_probe(void) {
     cv_probe_result p;
     int rc = cv_probe(helper, &p);
@@ -746,6 +780,7 @@ int main(void) {
     test_timeouts();
     test_kill_and_state();
     test_concurrent();
+    test_end_note();
     test_probe();
     test_probe_without_pidfd_getfd();
     /* Every fd the runs opened is closed (the library's last ones may go on its thread). */

@@ -7,7 +7,7 @@ import type * as Koffi from "koffi";
 import { coreError, cvErrorName, CV_ERROR, SetupError, UsageError } from "./errors.js";
 
 /** CV_ABI_VERSION of the header this binding was written against. */
-export const ABI_VERSION = 10;
+export const ABI_VERSION = 11;
 
 /** enum cv_listen. */
 const LISTEN = { none: 0, any: 1, loopback: 2 } as const;
@@ -159,6 +159,7 @@ interface Binding {
   allowUnix: Fn<[Ptr, string], number>;
   setHook: Fn<[Ptr, Int32Array, number, number], number>;
   setTrace: Fn<[Ptr, Int32Array, number, number], number>;
+  setEndNote: Fn<[Ptr, number, number], number>;
   free: Fn<[Ptr], void>;
   waitForwarding: Fn<[Ptr, number], number>;
   pipe: Fn<[Int32Array], number>;
@@ -416,6 +417,7 @@ const PROTOTYPES: Record<keyof Binding, string> = {
   allowUnix: "int cv_run_allow_unix(cv_run *r, const char *path)",
   setHook: "int cv_run_set_hook(cv_run *r, const int32_t *nrs, size_t n, int fd)",
   setTrace: "int cv_run_set_trace(cv_run *r, const int32_t *nrs, size_t n, int fd)",
+  setEndNote: "int cv_run_set_end_note(cv_run *r, int fd, uint64_t token)",
   free: "void cv_run_free(cv_run *r)",
   waitForwarding: "int cv_run_wait_forwarding(cv_run *r, int interactive)",
   pipe: "int cv_pipe(_Out_ int *fds)",
@@ -610,6 +612,11 @@ export function createRun(spec: RunSpec): NativeRun {
     throw err;
   }
   return run;
+}
+
+/** cv_run_set_end_note: token goes out on fd (a stream socket) as the run ends. */
+export function setEndNote(run: NativeRun, fd: number, token: number): void {
+  check(lib().setEndNote(run.ptr, fd, token), "cannot watch the run's end");
 }
 
 /** cv_run_start: returns at once with the fd that reaches EOF when the run is over. */

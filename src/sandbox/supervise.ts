@@ -1,6 +1,6 @@
 // One run's plumbing, shared by Sandbox.run (output captured into the result) and
 // Sandbox.spawn (output as streams): the guest's stdio pipes, the start, the wait for the end
-// on the event loop (the done fd under a net.Socket: no threadpool, no sync wait), and the
+// on the event loop (./run-ends.ts: no threadpool, no sync wait), and the
 // free whatever happens.
 import { closeSync } from "node:fs";
 import net from "node:net";
@@ -9,6 +9,7 @@ import { constants as osConstants } from "node:os";
 import { UsageError } from "../core/errors.js";
 import * as native from "../core/native.js";
 import { finishRun, releaseLimits } from "./native-run.js";
+import { whenOver } from "./run-ends.js";
 import { toRunResult } from "./result.js";
 import type { OutputMode, RunResult } from "./types.js";
 
@@ -143,15 +144,19 @@ export function startRun(
       // The run is over or already freed: nothing to signal.
     }
   };
-  let doneFd: number;
+  let done: Promise<void>;
+  let watch: ReturnType<typeof whenOver> | undefined;
   try {
-    doneFd = native.start(run).doneFd;
+    watch = whenOver(run);
+    done = watch.over;
+    // The end is told on the process's one socket (./run-ends.ts): this fd is not watched.
+    native.close(native.start(run).doneFd);
   } catch (err) {
+    watch?.cancel();
     free();
     throw err;
   }
   io.closeGuestEnds();
-  const done = untilClosed(doneFd);
   const sockets = new Map<"stdout" | "stderr", net.Socket>();
   const captured: Promise<void>[] = [];
   for (const o of io.outputs) {
@@ -233,13 +238,4 @@ function readSocket(fd: number): net.Socket {
   const socket = new net.Socket({ fd, readable: true, writable: false });
   socket.on("error", () => socket.destroy());
   return socket;
-}
-
-/** Resolves when fd (a pipe read end) reaches EOF or fails; the socket then closes the fd. */
-function untilClosed(fd: number): Promise<void> {
-  return new Promise((resolve) => {
-    const socket = readSocket(fd);
-    socket.on("close", () => resolve());
-    socket.resume();
-  });
 }

@@ -263,9 +263,7 @@ void *cv_receiver_main(void *arg) {
     /* Our copies of the stdio fds go now, so captured pipes reach EOF with the run. */
     for (int i = 0; i < 3; i++)
         if (r->stdio[i] >= 0) close(r->stdio[i]), r->stdio[i] = -1;
-    cv_run_mark_finished(r);
-    close(r->done_w);
-    r->done_w = -1;
+    cv_run_announce_end(r);
     cv_run_unref(r);
     return NULL;
 }

@@ -59,7 +59,7 @@ CV_API cv_run *cv_run_new(const char *helper_path) {
     r->ctl_efd = r->done_w = r->init_pidfd = r->status_r = r->go_w = r->listener = -1;
     r->fin_efd = r->ending_efd = -1;
     r->upper_fd = r->work_fd = -1;
-    r->hook_fd = r->trace_fd = r->divert_fd = r->grant_fd = -1;
+    r->hook_fd = r->trace_fd = r->divert_fd = r->grant_fd = r->note_fd = -1;
     r->oom_efd = r->oom_ctl = -1;
     pthread_mutex_init(&r->fifo_lock, NULL);
     pthread_mutex_init(&r->deny_lock, NULL);
@@ -229,6 +229,15 @@ CV_API int cv_run_set_hook(cv_run *r, const int32_t *nrs, size_t n, int sock_fd)
     }
     r->hook_fd = sock_fd;
     r->signals_scoped = cv_landlock_abi() >= 6;
+    return 0;
+}
+
+CV_API int cv_run_set_end_note(cv_run *r, int fd, uint64_t token) {
+    NOT_STARTED(r);
+    if (fd < 0 || r->note_fd >= 0) return CV_ERR_INVALID;
+    r->note_fd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+    if (r->note_fd < 0) return -errno;
+    r->end_note = token;
     return 0;
 }
 
@@ -403,9 +412,7 @@ CV_API int cv_run_start(cv_run *r, int *done_fd) {
     pthread_attr_destroy(&attr);
     if (e) {
         cv_run_fail(r, CV_ERR_SPAWN, "cannot start the supervisor thread: %s", strerror(e));
-        cv_run_mark_finished(r);
-        close(r->done_w);
-        r->done_w = -1;
+        cv_run_announce_end(r);
         atomic_fetch_sub(&r->refs, 1);
     }
     *done_fd = p[0];
@@ -437,10 +444,22 @@ CV_API int cv_run_signal(cv_run *r, int sig) {
     return rc;
 }
 
-void cv_run_mark_finished(struct cv_run *r) {
+static void mark_finished(struct cv_run *r) {
     atomic_store(&r->finished, 1);
     uint64_t one = 1;
     if (r->fin_efd >= 0 && write(r->fin_efd, &one, sizeof one) < 0) { /* counter full: still readable */ }
+}
+
+void cv_run_announce_end(struct cv_run *r) {
+    mark_finished(r);
+    close(r->done_w);
+    r->done_w = -1;
+    if (r->note_fd >= 0) {
+        /* Blocks only while the caller is behind by a socket buffer of ends. */
+        if (CV_RETRY(send(r->note_fd, &r->end_note, sizeof r->end_note, MSG_NOSIGNAL)) < 0) { /* caller gone */ }
+        close(r->note_fd);
+        r->note_fd = -1;
+    }
 }
 
 /* Self-pipe for cv_run_wait_forwarding: the handler may run on any thread. */
@@ -531,6 +550,7 @@ static void run_destroy(struct cv_run *r) {
     if (r->trace_fd >= 0) close(r->trace_fd);
     if (r->divert_fd >= 0) close(r->divert_fd);
     if (r->grant_fd >= 0) close(r->grant_fd);
+    if (r->note_fd >= 0) close(r->note_fd);
     for (size_t i = 0; i < r->nabstract; i++) free(r->abstract[i]);
     free(r->abstract);
     cv_unames_free(r);

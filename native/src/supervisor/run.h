@@ -164,6 +164,8 @@ struct cv_run {
                                  waiting on threads of their own give up (handlers/async.c) */
     int ctl_efd;              /* wakes the receiver: kill requested */
     int done_w;               /* closed when the run is over: the caller sees EOF */
+    int note_fd;              /* ... and end_note sent on it (cv_run_set_end_note), or -1 */
+    uint64_t end_note;
     pid_t init_pid;
     int init_pidfd;
     int status_r, go_w;
@@ -238,7 +240,8 @@ struct cv_reply cv_limits_fork(struct cv_notif *n);
  * (for calls notified only for a hook or a limit: the row still applies). */
 struct seccomp_data;
 uint32_t cv_run_row_policy(const struct cv_run *r, const struct seccomp_data *d);
-void cv_run_mark_finished(struct cv_run *r);
+/* The run is over: finished, the done fd's EOF, the end note (cv_run_set_end_note). */
+void cv_run_announce_end(struct cv_run *r);
 void cv_run_fail(struct cv_run *r, int err, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
