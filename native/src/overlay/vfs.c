@@ -304,24 +304,25 @@ static int descend(struct cv_run *r, struct wdir *d, const char *name, int layer
 
 /* Below a host directory with no upper twin nothing of the upper can show, so the directories
  * of the rest of the path are plain host directories unless a symlink, "." or "..", or a hidden
- * path is on the way: one openat2 takes the walk to the last component's parent. On any doubt
- * (or failure) the walk goes on one component at a time, which gives the precise answer. */
-static void skip_host_dirs(const struct cv_run *r, struct wdir *d, char **pp) {
-    if (d->lmask) return;
+ * path is on the way: one openat2 takes the walk to the last component's parent, and its ENOENT
+ * (a directory on the way is missing) is the answer (0 or -ENOENT). On any other doubt (or
+ * failure) the walk goes on one component at a time, which gives the precise answer. */
+static int skip_host_dirs(const struct cv_run *r, struct wdir *d, char **pp) {
+    if (d->lmask) return 0;
     char *p = *pp;
     char *end = p + strlen(p);
     while (end > p && end[-1] == '/') end--;
     char *last = end;
     while (last > p && last[-1] != '/') last--;
-    if (last == p) return; /* one component left */
+    if (last == p) return 0; /* one component left */
     size_t dl = strlen(d->vp.s), rl = (size_t)(last - p);
     char rest[PATH_MAX], full[PATH_MAX];
-    if (rl >= sizeof rest || dl + 1 + rl >= sizeof full) return;
+    if (rl >= sizeof rest || dl + 1 + rl >= sizeof full) return 0;
     memcpy(rest, p, rl);
     rest[rl] = 0;
     for (char *c = rest; *c;) { /* no "." or ".." components */
         while (*c == '/') c++;
-        if (c[0] == '.' && (c[1] == '/' || !c[1] || (c[1] == '.' && (c[2] == '/' || !c[2])))) return;
+        if (c[0] == '.' && (c[1] == '/' || !c[1] || (c[1] == '.' && (c[2] == '/' || !c[2])))) return 0;
         while (*c && *c != '/') c++;
     }
     if (dl == 1) dl = 0; /* "/" */
@@ -332,17 +333,18 @@ static void skip_host_dirs(const struct cv_run *r, struct wdir *d, char **pp) {
     while (fl > 1 && full[fl - 1] == '/') full[--fl] = 0;
     if (cv_vfs_may_touch_hidden(r, full)) /* a hidden path on the way or below */
         for (size_t i = 0; i < r->nhide; i++)
-            if (cv_path_under(full, r->hide[i]) || cv_path_under(r->hide[i], full)) return;
-    if (!strncmp(full, "/proc", 5) && (!full[5] || full[5] == '/')) return;
+            if (cv_path_under(full, r->hide[i]) || cv_path_under(r->hide[i], full)) return 0;
+    if (!strncmp(full, "/proc", 5) && (!full[5] || full[5] == '/')) return 0;
     struct open_how how = {.flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
                            .resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS};
     int fd = (int)syscall(__NR_openat2, d->low, rest, &how, sizeof how);
-    if (fd < 0) return;
+    if (fd < 0) return errno == ENOENT ? -ENOENT : 0;
     if (!d->low_borrowed) close(d->low);
     d->low = fd;
     d->low_borrowed = 0;
     cv_lpath_set(&d->vp, full); /* < PATH_MAX: it cannot fail */
     *pp = last;
+    return 0;
 }
 
 /* A walk leaves a directory without a host twin in the memo every this many levels, and where
@@ -972,7 +974,7 @@ static int resolve(const struct cv_vctx *c, int dirfd, const char *path, int fla
     struct stat st;
     for (;;) {
         while (*p == '/') p++;
-        if (d.up < 0 && !d.lmask && d.low >= 0 && !d.opq && *p) skip_host_dirs(r, &d, &p);
+        if (d.up < 0 && !d.lmask && d.low >= 0 && !d.opq && *p && (e = skip_host_dirs(r, &d, &p)) < 0) goto fail;
         int trailing, last;
         char *comp = cv_next_component(&p, &trailing, &last);
         if (!comp) break;
