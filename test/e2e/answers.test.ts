@@ -251,3 +251,46 @@ gtest(
   },
   { skip },
 );
+
+// Names below a missing directory (a locale glibc looks for under a name that is not there,
+// one file for each of its categories): after the first, the shim answers them all from the
+// directory's own record, for libc's own opens too (opendir's, the locale loader's), until
+// the directory is made.
+const BELOW = String.raw`
+import errno, os, sys
+base = sys.argv[1] + "/no-such-dir"
+def op(p):
+    try:
+        os.close(os.open(p, os.O_RDONLY))
+        return "open"
+    except OSError as e: return errno.errorcode[e.errno]
+def ls(p):
+    try: return "ls%d" % len(os.listdir(p))
+    except OSError as e: return errno.errorcode[e.errno]
+names = ["%s/LC_%d" % (base, i) for i in range(${WARM / 4})]
+before = {op(p) for p in names} | {ls(p + "-dir") for p in names} | {str(os.access(p, os.F_OK)) for p in names}
+os.mkdir(base)
+for p in names[:3]: open(p, "w").close()
+os.mkdir(names[3] + "-dir")
+print(*sorted(before), op(names[0]), op(names[5]), ls(names[3] + "-dir"), ls(names[4] + "-dir"), os.access(names[1], os.F_OK))
+`;
+
+gtest(
+  "names below a missing directory are answered from its record, by every open, until it is made",
+  async (fx) => {
+    const want = nativeAnswers(fx, BELOW);
+    assert.equal(want, "ENOENT False open ENOENT ls0 ENOENT True\n");
+    for (const env of [{}, { CVISOR_SHIM: "off" }] as Record<string, string>[]) {
+      const r = await cvisor(["--json"], [PYTHON3, "-c", BELOW, fx.root], { extraEnv: env });
+      assert.equal(r.code, 0, show(r));
+      assert.equal(answers(r, fx.root), want, show(r));
+      // Each of the names is looked up three ways (open, opendir, access): one notification
+      // each without the shim, a few in all with it.
+      const looks = notified(r, "openat", "open", "access", "faccessat2");
+      if ("CVISOR_SHIM" in env)
+        assert.ok(looks >= (3 * WARM) / 4, `shim off: ${looks}\n${show(r)}`);
+      else assert.ok(looks < WARM / 4, `shim on: ${looks}\n${show(r)}`);
+    }
+  },
+  { skip, timeout: 60_000 },
+);

@@ -219,6 +219,7 @@ void cv_notif_missing(struct cv_notif *n, struct cv_ans_gens g, const char *text
     if (!len) return;
     char p[CV_ANS_KEY_MAX + 1];
     memcpy(p, text, len + 1);
+    size_t top = len; /* the outermost missing name: p's first `top` bytes */
     /* From text up, no symlink followed: text itself must be missing (a dangling symlink is
      * there), and the nearest name that exists must be a directory of its own path. */
     for (int below = 0;; below = 1) {
@@ -232,10 +233,18 @@ void cv_notif_missing(struct cv_notif *n, struct cv_ans_gens g, const char *text
             if (exists) break;
         }
         if (!p[1]) return; /* "/" is always there: not reached */
+        top = strlen(p);
         char *slash = strrchr(p, '/');
         slash[slash == p] = 0; /* "/a" goes to "/" */
     }
     cv_answers_put(n->run, g, text, ENOENT, NULL, 0);
+    /* The outermost missing directory too: the shim answers every name below it (the 13 files
+     * of a locale that is not there, as glibc looks for each) from that one record. */
+    if (top < len) {
+        memcpy(p, text, top);
+        p[top] = 0;
+        cv_answers_put(n->run, g, p, ENOENT, NULL, 0);
+    }
 }
 
 void cv_notif_naming(struct cv_notif *n, const char *vpath) {

@@ -318,16 +318,25 @@ static long shim_readlinkat(int fd, const char *path, char *buf, size_t size) {
     return set_errno(raw6(SYS_readlinkat, fd, (long)path, (long)buf, (long)size, 0, 0));
 }
 
-/* A name the table says is missing: 1, errno ENOENT. */
+/* A name the table says is missing, or one below a directory it says is: 1, errno ENOENT. */
 static int served_enoent(const char *path) {
     uint32_t len = cv_ans_key_ok(path);
     const struct cv_ans_head *t = len ? table() : NULL;
+    if (!t) return 0;
     char val[CV_ANS_VAL_MAX + 1];
     int32_t err;
     uint32_t vlen;
-    if (!t || !cv_ans_get(t, path, len, now_ns(), &err, val, &vlen) || err != ENOENT) return 0;
-    errno = ENOENT;
-    return 1;
+    uint64_t now = now_ns();
+    /* The name itself, then each directory above it, longest first: a key's prefix ending
+     * before a '/' is a key too (no "." or ".." in it), and no name below a missing one exists. */
+    for (uint32_t l = len; l > 1; l--) {
+        if (l < len && path[l] != '/') continue;
+        if (cv_ans_get(t, path, l, now, &err, val, &vlen) && err == ENOENT) {
+            errno = ENOENT;
+            return 1;
+        }
+    }
+    return 0;
 }
 
 /* The cwd as the supervisor last said it (getcwd), while no rename or removal in the view and
@@ -475,10 +484,13 @@ static long shim_getdents64(int fd, void *buf, size_t n) {
 /* libc's own open and openat (cancellation points and all), through their trampolines. */
 static int (*libc_open)(const char *, int, ...);
 static int (*libc_openat)(int, const char *, int, ...);
+static int (*libc_open_nocancel)(const char *, int, ...);
 
-/* An open the table says fails with ENOENT. Not one that may create. */
+/* An open the table says fails with ENOENT. Not one that may create (O_TMPFILE is two bits,
+ * one of them O_DIRECTORY's: opendir's opens are served). */
 static int served_missing(const char *path, int flags) {
-    return path && path[0] == '/' && !(flags & (O_CREAT | __O_TMPFILE)) && served_enoent(path);
+    return path && path[0] == '/' && !(flags & O_CREAT) && (flags & __O_TMPFILE) != __O_TMPFILE &&
+           served_enoent(path);
 }
 
 static long shim_access(const char *path, int mode) {
@@ -518,6 +530,12 @@ static int shim_open(const char *path, int flags, mode_t mode) {
 static int shim_openat(int fd, const char *path, int flags, mode_t mode) {
     if (served_missing(path, flags)) return -1;
     return (flags & O_PATH) ? open_path(fd, path, flags) : libc_openat(fd, path, flags, mode);
+}
+
+/* glibc's own opens (a locale's files, gconv's cache): only what is missing is served. */
+static int shim_open_nocancel(const char *path, int flags, mode_t mode) {
+    if (served_missing(path, flags)) return -1;
+    return libc_open_nocancel(path, flags, mode);
 }
 
 /* The entries as glibc 2.33+ has them on x86-64: the instructions up to and including the
@@ -570,6 +588,9 @@ static const unsigned char OPEN[] = {0x55,                   /* push %rbp */
 static const unsigned char OPENAT[] = {0x48, 0x83, 0xec, 0x78,                               /* sub $0x78,%rsp */
                                        0x48, 0x89, 0x4c, 0x24, 0x58,                         /* mov %rcx,0x58(%rsp) */
                                        0x64, 0x48, 0x8b, 0x04, 0x25, 0x28, 0x00, 0x00, 0x00}; /* mov %fs:0x28,%rax */
+static const unsigned char OPEN_NOCANCEL[] = {0x48, 0x83, 0xec, 0x58,        /* sub $0x58,%rsp */
+                                              0x41, 0x89, 0xf2,              /* mov %esi,%r10d */
+                                              0x48, 0x89, 0x54, 0x24, 0x30}; /* mov %rdx,0x30(%rsp) */
 
 /* libc's own definition of name (its default version), found in its dynamic symbol table: the
  * shim links against nothing newer than glibc 2.14 (dl_iterate_phdr, __errno_location, memcpy),
@@ -775,12 +796,14 @@ __attribute__((constructor)) static void cv_shim_init(void) {
         apply(&b);
         return;
     }
-    struct detour d[2];
+    struct detour d[3];
     size_t n = 0, used = 0;
     n += detour_plan(&d[n], (unsigned char *)page, &used, "open64", OPEN, sizeof OPEN, (void *)shim_open,
                      (void **)&libc_open);
     n += detour_plan(&d[n], (unsigned char *)page, &used, "openat64", OPENAT, sizeof OPENAT, (void *)shim_openat,
                      (void **)&libc_openat);
+    n += detour_plan(&d[n], (unsigned char *)page, &used, "__open_nocancel", OPEN_NOCANCEL, sizeof OPEN_NOCANCEL,
+                     (void *)shim_open_nocancel, (void **)&libc_open_nocancel);
     if (!n || raw6(SYS_mprotect, page, 4096, PROT_READ | PROT_EXEC, 0, 0, 0) < 0) {
         raw6(SYS_munmap, page, 4096, 0, 0, 0, 0);
         n = 0;
