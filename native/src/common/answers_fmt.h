@@ -41,7 +41,7 @@
  * fds of the files copied up since opens of their copies, as overlayfs fds follow a copy-up.
  * A multi-threaded guest names the one fd it is about to read: CV_FOLLOW_MAGIC "/<fd>". */
 #define CV_FOLLOW_MAGIC "/.cvisor-follow-copies"
-#define CV_ANS_STAMP 0x3473726577736e61ull /* "answrs4" */
+#define CV_ANS_STAMP 0x3573726577736e61ull /* "answrs5" */
 #define CV_ANS_SETS 4096u                  /* a power of two */
 #define CV_ANS_WAYS 4u
 #define CV_ANS_KEY_MAX 255u
@@ -142,7 +142,26 @@ struct cv_ans_ent {
  * and in order, in a ring of CV_ANS_LIST_BYTES (a power of two); a listing never wraps. */
 #define CV_ANS_LIST_BYTES (4u << 20)
 #define CV_ANS_LIST_MAX (256u << 10) /* a longer listing is not published */
-#define CV_ANS_BYTES (CV_ANS_ENTS_END + (uint64_t)CV_ANS_LIST_BYTES)
+/* Hints, after the ring: for each way of each set of the path records, the directory paths and
+ * the directory identities, the hash of the record the supervisor last wrote there. A reader
+ * looks at a record only where its hint matches, so a miss (what most look-ups are) touches
+ * the hints' few pages, not a page of records each: a page of the table nothing wrote yet is
+ * one the kernel makes, zeroed, at the reader's fault (a quarter of a short process's time in
+ * the sandbox). A hint is only that: the record is checked as before. */
+enum {
+    CV_ANS_HINT_SLOTS = 0,
+    CV_ANS_HINT_DIRS = CV_ANS_SETS * CV_ANS_WAYS,
+    CV_ANS_HINT_DIDS = CV_ANS_HINT_DIRS + CV_ANS_DIR_SETS * CV_ANS_WAYS,
+    CV_ANS_HINTS = CV_ANS_HINT_DIDS + CV_ANS_DIR_SETS * CV_ANS_WAYS,
+};
+#define CV_ANS_HINTS_AT (CV_ANS_ENTS_END + (uint64_t)CV_ANS_LIST_BYTES)
+#define CV_ANS_BYTES (CV_ANS_HINTS_AT + (uint64_t)CV_ANS_HINTS * sizeof(uint32_t))
+
+/* The hints of the set hash falls in, among `sets` sets of the kind that starts at `kind`. */
+static inline volatile uint32_t *cv_ans_hints(const struct cv_ans_head *t, uint32_t kind, uint32_t sets,
+                                              uint32_t hash) {
+    return (volatile uint32_t *)(void *)((char *)(uintptr_t)t + CV_ANS_HINTS_AT) + kind + (hash & (sets - 1)) * CV_ANS_WAYS;
+}
 
 static inline struct cv_ans_copied *cv_ans_copied_list(const struct cv_ans_head *t) {
     return (struct cv_ans_copied *)(void *)((char *)(uintptr_t)t + CV_ANS_SLOTS_END);
@@ -193,7 +212,9 @@ static inline int cv_ans_get(const struct cv_ans_head *t, const char *key, uint3
     uint64_t made = __atomic_load_n(&t->made_gen, __ATOMIC_ACQUIRE);
     uint32_t hash = cv_ans_hash(key, len);
     struct cv_ans_slot *s = cv_ans_set(t, hash);
+    const volatile uint32_t *hint = cv_ans_hints(t, CV_ANS_HINT_SLOTS, CV_ANS_SETS, hash);
     for (uint32_t w = 0; w < CV_ANS_WAYS; w++, s++) {
+        if (hint[w] != hash) continue;
         uint32_t seq = __atomic_load_n(&s->seq, __ATOMIC_ACQUIRE);
         if ((seq & 1) || s->hash != hash || s->klen != len || s->gen != (s->err == ENOENT ? made : gone)) continue;
         uint64_t born = s->born;
@@ -255,7 +276,9 @@ static inline int cv_ans_dir_get(const struct cv_ans_head *t, const char *key, u
     uint64_t gen = __atomic_load_n(&t->tree_gen, __ATOMIC_ACQUIRE);
     uint32_t hash = cv_ans_hash(key, len);
     struct cv_ans_dir *d = cv_ans_dir_set(t, hash);
+    const volatile uint32_t *hint = cv_ans_hints(t, CV_ANS_HINT_DIRS, CV_ANS_DIR_SETS, hash);
     for (uint32_t w = 0; w < CV_ANS_WAYS; w++, d++) {
+        if (hint[w] != hash) continue;
         uint32_t seq = __atomic_load_n(&d->seq, __ATOMIC_ACQUIRE);
         if ((seq & 1) || d->hash != hash || d->klen != len || d->gen != gen || !cv_ans_young(d->born, now)) continue;
         int same = 1;
@@ -277,7 +300,9 @@ static inline uint64_t cv_ans_did_get(const struct cv_ans_head *t, const struct 
                                       uint32_t *level, uint64_t *at, uint32_t *len) {
     uint32_t hash = cv_ans_did_hash(id);
     struct cv_ans_did *d = cv_ans_did_set(t, hash);
+    const volatile uint32_t *hint = cv_ans_hints(t, CV_ANS_HINT_DIDS, CV_ANS_DIR_SETS, hash);
     for (uint32_t w = 0; w < CV_ANS_WAYS; w++, d++) {
+        if (hint[w] != hash) continue;
         uint32_t seq = __atomic_load_n(&d->seq, __ATOMIC_ACQUIRE);
         if ((seq & 1) || d->hash != hash || !d->serial || !cv_ans_young(d->born, now)) continue;
         struct cv_ans_id got = d->id;

@@ -124,6 +124,12 @@ static void slot_close(uint32_t *seq) {
     __atomic_store_n(seq, __atomic_load_n(seq, __ATOMIC_RELAXED) + 1, __ATOMIC_RELEASE);
 }
 
+/* A record's hint (answers_fmt.h), once the record is whole: a reader that meets the old one
+ * still checks the record, and one that meets none asks the supervisor. */
+static void hint(volatile uint32_t *set_hints, uint32_t way, uint32_t hash) {
+    __atomic_store_n(&set_hints[way], hash, __ATOMIC_RELEASE);
+}
+
 /* Names the kernel makes and removes by itself, with no call the supervisor sees: a pty's
  * slave appears in /dev/pts when /dev/ptmx is opened; /proc and /sys follow processes and
  * devices. */
@@ -148,6 +154,7 @@ void cv_answers_put(struct cv_run *r, struct cv_ans_gens g, const char *key, int
     memcpy(s->key, key, klen);
     if (!err) memcpy(s->val, target, len);
     slot_close(&s->seq);
+    hint(cv_ans_hints(a->head, CV_ANS_HINT_SLOTS, CV_ANS_SETS, hash), (uint32_t)(s - set), hash);
     pthread_mutex_unlock(&a->lock);
 }
 
@@ -259,6 +266,7 @@ void cv_answers_put_did(struct cv_run *r, const struct cv_ans_id *id, uint64_t s
     d->hash = hash, d->serial = serial, d->born = cv_answers_now(), d->id = *id, d->level = (uint32_t)level;
     d->list_at = list_at, d->list_len = (uint32_t)list_len;
     slot_close(&d->seq);
+    hint(cv_ans_hints(a->head, CV_ANS_HINT_DIDS, CV_ANS_DIR_SETS, hash), (uint32_t)(d - set), hash);
     pthread_mutex_unlock(&a->lock);
 }
 
@@ -276,6 +284,7 @@ void cv_answers_put_dir(struct cv_run *r, uint64_t tree_gen, const char *vpath, 
     d->hash = hash, d->gen = tree_gen, d->born = cv_answers_now(), d->id = *id, d->klen = klen;
     memcpy(d->key, vpath, klen);
     slot_close(&d->seq);
+    hint(cv_ans_hints(a->head, CV_ANS_HINT_DIRS, CV_ANS_DIR_SETS, hash), (uint32_t)(d - set), hash);
     pthread_mutex_unlock(&a->lock);
 }
 
