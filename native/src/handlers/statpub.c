@@ -84,11 +84,17 @@ struct misses {
     uint64_t since;
 };
 
-static struct misses *miss(const char *dir) {
-    static struct misses seen[MISS_SLOTS]; /* receiver thread only */
+struct cv_misses {
+    struct misses seen[MISS_SLOTS];
+};
+
+/* This run's count for dir (its receiver thread's alone: another run's guests do not make this
+ * one's walk), or NULL without memory. */
+static struct misses *miss(struct cv_run *r, const char *dir) {
+    if (!r->misses && !(r->misses = calloc(1, sizeof *r->misses))) return NULL;
     uint32_t h = cv_ans_hash(dir, (uint32_t)strlen(dir)) | 1;
     uint64_t now = cv_answers_now();
-    struct misses *m = &seen[h % MISS_SLOTS];
+    struct misses *m = &r->misses->seen[h % MISS_SLOTS];
     if (m->hash != h || now - m->since >= MISS_WINDOW_NS) *m = (struct misses){h, 0, 0, now};
     m->count++;
     return m;
@@ -184,7 +190,7 @@ static void publish(struct cv_run *r, int fd, const struct statx *ds, int level,
     if (vdir && cv_ans_key_ok(vdir)) cv_answers_put_dir(r, tree_gen, vdir, &p.id);
 }
 
-#define ID_MASK (STATX_NLINK | STATX_INO | STATX_MNT_ID)
+#define ID_MASK (STATX_NLINK | STATX_INO | STATX_MNT_ID | STATX_SIZE)
 
 void cv_notif_publish_dir(struct cv_notif *n, const struct cv_vnode *v, uint64_t tree_gen, int xattrs) {
     struct cv_run *r = n->run;
@@ -198,7 +204,8 @@ void cv_notif_publish_dir(struct cv_notif *n, const struct cv_vnode *v, uint64_t
     if (cv_answers_kernel_made(dir)) return;
     int level = xattrs ? CV_ANS_XATTRS : S_ISDIR(v->st.st_mode) ? CV_ANS_DIRS_ONLY : CV_ANS_ENTRIES;
     if (cv_vfs_holds_hidden(r, dir) || cv_answers_dir_fresh(r, dir, level)) return;
-    struct misses *m = miss(dir);
+    struct misses *m = miss(r, dir);
+    if (!m) return;
     /* a walk under way (git status: lstat of each tracked file, directory by directory): a small
      * directory at once (not a large one a program looks a name up in: Python's /etc/ssl/certs) */
     int walking = cv_answers_now() - r->walk_at < WALK_NS && r->walk_level >= level;
@@ -209,6 +216,12 @@ void cv_notif_publish_dir(struct cv_notif *n, const struct cv_vnode *v, uint64_t
     if (statx(v->psrc, "", AT_EMPTY_PATH, ID_MASK, &ds) < 0 || !(ds.stx_mask & STATX_MNT_ID)) return;
     /* subdirectories: counted by the link count (1: the filesystem does not count them) */
     if (!walking && level == CV_ANS_DIRS_ONLY && ds.stx_nlink != 1 && (uint64_t)m->count * 8 < ds.stx_nlink - 2)
+        return;
+    /* entries: not listed to learn that a large directory is too large for the misses so far
+     * (bash's look-ups of itself in /usr/bin). Past its first block a directory holds at least
+     * one entry for every 64 bytes on ext4, tmpfs and btrfs; one emptied since says more. */
+    if (!walking && level != CV_ANS_DIRS_ONLY && !m->entries && ds.stx_size > 4096 &&
+        (uint64_t)m->count * 8 < (ds.stx_size - 4096) / 64)
         return;
     cv_autoclose int fd = cv_reopen_dir_quietly(v->psrc, O_RDONLY | O_DIRECTORY);
     struct listing l;

@@ -569,6 +569,7 @@ static void run_destroy(struct cv_run *r) {
     cv_lower_cache_free(r);
     cv_wmemo_free(r);
     cv_answers_free(r);
+    free(r->misses);
     for (size_t i = 0; i < r->ncopied; i++) free(r->copied[i].vpath);
     free(r->copied);
     free(r->copied_index);
