@@ -160,7 +160,8 @@ enum {
 /* The hints of the set hash falls in, among `sets` sets of the kind that starts at `kind`. */
 static inline volatile uint32_t *cv_ans_hints(const struct cv_ans_head *t, uint32_t kind, uint32_t sets,
                                               uint32_t hash) {
-    return (volatile uint32_t *)(void *)((char *)(uintptr_t)t + CV_ANS_HINTS_AT) + kind + (hash & (sets - 1)) * CV_ANS_WAYS;
+    volatile uint32_t *all = (volatile uint32_t *)(void *)((char *)(uintptr_t)t + CV_ANS_HINTS_AT);
+    return all + kind + (hash & (sets - 1)) * CV_ANS_WAYS;
 }
 
 static inline struct cv_ans_copied *cv_ans_copied_list(const struct cv_ans_head *t) {
@@ -178,9 +179,13 @@ static inline int cv_ans_was_copied(const struct cv_ans_head *t, uint64_t dev, u
     return 0;
 }
 
+/* FNV-1a, a byte at a time: the hash of a key's prefix is the hash so far. */
+#define CV_ANS_HASH_SEED 2166136261u
+static inline uint32_t cv_ans_hash_step(uint32_t h, char c) { return (h ^ (unsigned char)c) * 16777619u; }
+
 static inline uint32_t cv_ans_hash(const char *s, uint32_t len) {
-    uint32_t h = 2166136261u; /* FNV-1a */
-    for (uint32_t i = 0; i < len; i++) h = (h ^ (unsigned char)s[i]) * 16777619u;
+    uint32_t h = CV_ANS_HASH_SEED;
+    for (uint32_t i = 0; i < len; i++) h = cv_ans_hash_step(h, s[i]);
     return h;
 }
 
@@ -204,13 +209,12 @@ static inline uint32_t cv_ans_key_ok(const char *p) {
     return i;
 }
 
-/* The record for key (len bytes) good now: 1 with *err and the target in val (*vlen bytes),
- * else 0. A torn or forged slot reads as a miss. */
-static inline int cv_ans_get(const struct cv_ans_head *t, const char *key, uint32_t len, uint64_t now,
-                             int32_t *err, char val[CV_ANS_VAL_MAX + 1], uint32_t *vlen) {
+/* The record for key (len bytes, whose cv_ans_hash is hash) good now: 1 with *err and the
+ * target in val (*vlen bytes), else 0. A torn or forged slot reads as a miss. */
+static inline int cv_ans_get_hashed(const struct cv_ans_head *t, const char *key, uint32_t len, uint32_t hash,
+                                    uint64_t now, int32_t *err, char val[CV_ANS_VAL_MAX + 1], uint32_t *vlen) {
     uint64_t gone = __atomic_load_n(&t->gone_gen, __ATOMIC_ACQUIRE);
     uint64_t made = __atomic_load_n(&t->made_gen, __ATOMIC_ACQUIRE);
-    uint32_t hash = cv_ans_hash(key, len);
     struct cv_ans_slot *s = cv_ans_set(t, hash);
     const volatile uint32_t *hint = cv_ans_hints(t, CV_ANS_HINT_SLOTS, CV_ANS_SETS, hash);
     for (uint32_t w = 0; w < CV_ANS_WAYS; w++, s++) {
@@ -234,15 +238,20 @@ static inline int cv_ans_get(const struct cv_ans_head *t, const char *key, uint3
     return 0;
 }
 
+static inline int cv_ans_get(const struct cv_ans_head *t, const char *key, uint32_t len, uint64_t now,
+                             int32_t *err, char val[CV_ANS_VAL_MAX + 1], uint32_t *vlen) {
+    return cv_ans_get_hashed(t, key, len, cv_ans_hash(key, len), now, err, val, vlen);
+}
+
 static inline uint32_t cv_ans_bytes_hash(uint32_t h, const void *p, uint32_t len) {
     const unsigned char *b = (const unsigned char *)p;
-    for (uint32_t i = 0; i < len; i++) h = (h ^ b[i]) * 16777619u;
+    for (uint32_t i = 0; i < len; i++) h = cv_ans_hash_step(h, (char)b[i]);
     return h;
 }
 
 /* By dev and inode alone: the supervisor kills a directory's record knowing only those. */
 static inline uint32_t cv_ans_did_hash(const struct cv_ans_id *id) {
-    return cv_ans_bytes_hash(cv_ans_bytes_hash(2166136261u, &id->dev, 8), &id->ino, 8);
+    return cv_ans_bytes_hash(cv_ans_bytes_hash(CV_ANS_HASH_SEED, &id->dev, 8), &id->ino, 8);
 }
 
 static inline uint32_t cv_ans_ent_hash(const struct cv_ans_id *dir, const char *name, uint32_t len) {

@@ -327,14 +327,17 @@ static int served_enoent(const char *path) {
     int32_t err;
     uint32_t vlen;
     uint64_t now = now_ns();
-    /* The name itself, then each directory above it, longest first: a key's prefix ending
-     * before a '/' is a key too (no "." or ".." in it), and no name below a missing one exists. */
-    for (uint32_t l = len; l > 1; l--) {
-        if (l < len && path[l] != '/') continue;
-        if (cv_ans_get(t, path, l, now, &err, val, &vlen) && err == ENOENT) {
+    /* Each directory above it, then the name itself: a key's prefix ending before a '/' is a
+     * key too (no "." or ".." in it), its hash the key's hash so far, and no name below a
+     * missing one exists. */
+    uint32_t h = CV_ANS_HASH_SEED;
+    for (uint32_t l = 0; l <= len; l++) {
+        if (l > 1 && (l == len || path[l] == '/') && cv_ans_get_hashed(t, path, l, h, now, &err, val, &vlen) &&
+            err == ENOENT) {
             errno = ENOENT;
             return 1;
         }
+        if (l < len) h = cv_ans_hash_step(h, path[l]);
     }
     return 0;
 }
