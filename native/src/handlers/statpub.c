@@ -219,9 +219,10 @@ void cv_notif_publish_dir(struct cv_notif *n, const struct cv_vnode *v, uint64_t
         return;
     /* entries: not listed to learn that a large directory is too large for the misses so far
      * (bash's look-ups of itself in /usr/bin). Past its first block a directory holds at least
-     * one entry for every 64 bytes on ext4, tmpfs and btrfs; one emptied since says more. */
+     * one entry for every 256 bytes (one takes at most 8 + 255, on ext4, tmpfs and btrfs), so the
+     * listing is not put off past the miss that would publish; one emptied since says more. */
     if (!walking && level != CV_ANS_DIRS_ONLY && !m->entries && ds.stx_size > 4096 &&
-        (uint64_t)m->count * 8 < (ds.stx_size - 4096) / 64)
+        (uint64_t)m->count * 8 < (ds.stx_size - 4096) / 256)
         return;
     cv_autoclose int fd = cv_reopen_dir_quietly(v->psrc, O_RDONLY | O_DIRECTORY);
     struct listing l;

@@ -23,7 +23,6 @@ struct cv_answers {
     pthread_mutex_t lock;
     int fd; /* the memfd, read-write: the guests get read-only opens of it */
     struct cv_ans_head *head;
-    unsigned turn;   /* the way a full set gives up next */
     uint64_t serial; /* the last directory publication's (receiver thread) */
 };
 
@@ -124,6 +123,22 @@ static void slot_close(uint32_t *seq) {
     __atomic_store_n(seq, __atomic_load_n(seq, __ATOMIC_RELAXED) + 1, __ATOMIC_RELEASE);
 }
 
+/* The way of a set a new record goes in: the one written longest ago (never: born 0), so a set
+ * fills before anything is given up, and a record still asked for (a walk's top directory, the
+ * parent of every directory below) goes after the ones written since. A way taken at random
+ * gave up a full record while others stood empty. `born` is the field at first_born in the
+ * first of the set's records, stride bytes apart. */
+static uint32_t oldest_way(const void *first_born, size_t stride) {
+    uint32_t way = 0;
+    uint64_t oldest = UINT64_MAX;
+    for (uint32_t w = 0; w < CV_ANS_WAYS; w++) {
+        uint64_t born;
+        memcpy(&born, (const char *)first_born + w * stride, sizeof born);
+        if (born < oldest) oldest = born, way = w;
+    }
+    return way;
+}
+
 /* A record's hint (answers_fmt.h), once the record is whole: a reader that meets the old one
  * still checks the record, and one that meets none asks the supervisor. */
 static void hint(volatile uint32_t *set_hints, uint32_t way, uint32_t hash) {
@@ -147,7 +162,7 @@ void cv_answers_put(struct cv_run *r, struct cv_ans_gens g, const char *key, int
     struct cv_ans_slot *set = cv_ans_set(a->head, hash), *s = NULL;
     for (uint32_t w = 0; w < CV_ANS_WAYS && !s; w++)
         if (set[w].hash == hash && set[w].klen == klen && !memcmp(set[w].key, key, klen)) s = &set[w];
-    if (!s) s = &set[a->turn++ % CV_ANS_WAYS];
+    if (!s) s = &set[oldest_way(&set->born, sizeof *set)];
     slot_open(&s->seq);
     s->hash = hash, s->gen = gen, s->born = cv_answers_now(), s->err = err;
     s->klen = (uint16_t)klen, s->vlen = (uint16_t)(err ? 0 : len);
@@ -227,7 +242,7 @@ void cv_answers_put_entry(struct cv_run *r, uint64_t serial, const struct cv_ans
         if (set[w].hash == hash && set[w].nlen == nlen && cv_ans_same_id(&set[w].dir, dir) &&
             !memcmp(set[w].name, name, nlen))
             e = &set[w];
-    if (!e) e = &set[a->turn++ % CV_ANS_WAYS];
+    if (!e) e = &set[oldest_way(&set->born, sizeof *set)];
     slot_open(&e->seq);
     e->hash = hash, e->serial = serial, e->born = cv_answers_now(), e->dir = *dir, e->nlen = (uint16_t)nlen;
     e->bits = (uint16_t)bits;
@@ -261,7 +276,7 @@ void cv_answers_put_did(struct cv_run *r, const struct cv_ans_id *id, uint64_t s
     struct cv_ans_did *set = cv_ans_did_set(a->head, hash), *d = NULL;
     for (uint32_t w = 0; w < CV_ANS_WAYS && !d; w++)
         if (set[w].hash == hash && cv_ans_same_id(&set[w].id, id)) d = &set[w];
-    if (!d) d = &set[a->turn++ % CV_ANS_WAYS];
+    if (!d) d = &set[oldest_way(&set->born, sizeof *set)];
     slot_open(&d->seq);
     d->hash = hash, d->serial = serial, d->born = cv_answers_now(), d->id = *id, d->level = (uint32_t)level;
     d->list_at = list_at, d->list_len = (uint32_t)list_len;
@@ -279,7 +294,7 @@ void cv_answers_put_dir(struct cv_run *r, uint64_t tree_gen, const char *vpath, 
     struct cv_ans_dir *set = cv_ans_dir_set(a->head, hash), *d = NULL;
     for (uint32_t w = 0; w < CV_ANS_WAYS && !d; w++)
         if (set[w].hash == hash && set[w].klen == klen && !memcmp(set[w].key, vpath, klen)) d = &set[w];
-    if (!d) d = &set[a->turn++ % CV_ANS_WAYS];
+    if (!d) d = &set[oldest_way(&set->born, sizeof *set)];
     slot_open(&d->seq);
     d->hash = hash, d->gen = tree_gen, d->born = cv_answers_now(), d->id = *id, d->klen = klen;
     memcpy(d->key, vpath, klen);
