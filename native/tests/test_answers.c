@@ -136,6 +136,22 @@ static void test_table(void) {
     check(!wrong && hits == CV_ANS_WAYS, "a set holds its last %u keys, right (%d hits, %d wrong)", CV_ANS_WAYS, hits,
           wrong);
 
+    /* A set with empty ways gives up none of its records, whatever was written elsewhere between. */
+    uint32_t set2 = cv_ans_hash("/m0", 3) & (CV_ANS_SETS - 1);
+    cv_answers_put(r, cv_answers_gens(r), "/m0", 0, "first", 5);
+    char second[32] = "";
+    for (unsigned i = 1, others = 0; !second[0] || others < CV_ANS_WAYS - 1; i++) {
+        char k[32];
+        snprintf(k, sizeof k, "/m%u", i);
+        int same = (cv_ans_hash(k, (uint32_t)strlen(k)) & (CV_ANS_SETS - 1)) == set2;
+        if (same && others == CV_ANS_WAYS - 1 && !second[0]) memcpy(second, k, sizeof k);
+        else if (!same && others < CV_ANS_WAYS - 1) others++;
+        else continue;
+        cv_answers_put(r, cv_answers_gens(r), k, 0, "x", 1);
+    }
+    check(get(t, "/m0", now_ns(), &err, val) && !strcmp(val, "first") && get(t, second, now_ns(), &err, val),
+          "a set's second record goes in an empty way, not over its first");
+
     cv_answers_put(r, cv_answers_gens(r), "/dev/pts/9", ENOENT, NULL, 0);
     cv_answers_put(r, cv_answers_gens(r), "/sys/class/net/x", ENOENT, NULL, 0);
     check(!get(t, "/dev/pts/9", now_ns(), &err, val) && !get(t, "/sys/class/net/x", now_ns(), &err, val),
