@@ -18,6 +18,12 @@ interface Ends {
 
 let ends: Ends | undefined;
 
+/** Forgets token's wait; with none left the socket no longer holds the event loop open. */
+function forget(e: Ends, token: number): void {
+  e.waiting.delete(token);
+  if (e.waiting.size === 0) e.socket.unref();
+}
+
 function open(): Ends {
   const [readFd, writeFd] = native.socketpair();
   const socket = new net.Socket({ fd: readFd, readable: true, writable: false });
@@ -27,17 +33,17 @@ function open(): Ends {
     for (; buf.length >= TOKEN_BYTES; buf = buf.subarray(TOKEN_BYTES)) {
       const token = Number(buf.readBigUInt64LE(0));
       const resolve = e.waiting.get(token);
-      e.waiting.delete(token);
+      forget(e, token);
       resolve?.();
     }
     e.partial = Buffer.from(buf);
-    if (e.waiting.size === 0) socket.unref();
   });
   // Reading a socket pair does not fail; if it did, the runs it watched could not be told
   // over, and the next run opens a new one.
   socket.on("error", () => socket.destroy());
   socket.on("close", () => {
     if (ends === e) ends = undefined;
+    native.close(e.writeFd);
   });
   socket.unref();
   return e;
@@ -53,9 +59,5 @@ export function whenOver(run: native.NativeRun): { over: Promise<void>; cancel: 
   native.setEndNote(run, e.writeFd, token);
   const over = new Promise<void>((resolve) => e.waiting.set(token, resolve));
   e.socket.ref();
-  const cancel = (): void => {
-    e.waiting.delete(token);
-    if (e.waiting.size === 0) e.socket.unref();
-  };
-  return { over, cancel };
+  return { over, cancel: () => forget(e, token) };
 }
