@@ -36,6 +36,8 @@ struct cv_notif {
     /* The handler said which name it makes (cv_notif_naming), or that it makes none: the answer
      * table's records of missing names need not all go (handlers/dispatch.c). */
     int names_told;
+    /* The shim's ask for opens ahead of its walk (common/prefetch_proto.h), or 0. */
+    uint64_t prefetch_ask;
 };
 
 /* text resolved to ENOENT: record that in the answer table. final_self: the final name is
@@ -70,6 +72,9 @@ void cv_notif_publish_dir(struct cv_notif *n, const struct cv_vnode *v, uint64_t
 /* v, a directory whose own view is the host's, is being opened for a listing: its listing and
  * its subdirectories' lstat go into the table, and the shim serves the guest's getdents64. */
 void cv_notif_publish_listing(struct cv_notif *n, const struct cv_vnode *v, uint64_t tree_gen);
+/* After a read-only open of v the kernel makes: the guest's walk's next objects, opened and
+ * placed where its shim's ask (at ask, or 0) says (handlers/prefetch.c). */
+void cv_notif_prefetch(struct cv_notif *n, const struct cv_vnode *v, uint64_t ask, uint64_t tree_gen);
 /* The guest's read-only fds of files copied up this run become opens of their copies (asked by
  * its shim, CV_FOLLOW_MAGIC): all of them with a stable fd table, else only gfd (if >= 0). */
 void cv_notif_follow_copies(struct cv_notif *n, int gfd);

@@ -28,6 +28,7 @@ void cv_notif_init(struct cv_notif *n, struct cv_run *r, const struct seccomp_no
     cv_guest_init(&n->g, r->listener, req->id, (pid_t)req->pid);
     n->ctx = (struct cv_vctx){.run = r, .guest = &n->g, .nr = req->data.nr, .cwd = remembered_cwd};
     n->decided = 0;
+    n->prefetch_ask = 0;
 }
 
 struct cv_reply cv_notif_inject(struct cv_notif *n, int fd, int cloexec) {

@@ -21,6 +21,7 @@
 
 #include "common/answers_fmt.h"
 #include "common/opath_proto.h"
+#include "common/prefetch_proto.h"
 #include "common/util.h"
 #include "overlay/alias.h"
 #include "handlers.h"
@@ -151,6 +152,10 @@ struct cv_reply cv_h_open(struct cv_notif *n) {
     default:
         path_addr = a[0], flags = (int)a[1], mode = (mode_t)a[2];
     }
+    if (flags & CV_O_PREFETCH) { /* the shim's ask travels where the mode would */
+        n->prefetch_ask = n->req->data.nr == __NR_openat ? a[3] : a[2];
+        flags &= ~CV_O_PREFETCH;
+    }
     char path[PATH_MAX];
     int r = cv_guest_path_owed(&n->g, path_addr, path, sizeof path); /* cv_vresolve settles */
     if (r < 0) return cv_err(-r);
@@ -209,6 +214,7 @@ struct cv_reply cv_open_path(struct cv_notif *n, int dirfd, const char *path, in
             out = cv_err(EISDIR);
         } else if (kernel_may_open(n, &v, flags)) {
             cv_notif_publish_listing(n, &v, tree_gen); /* opendir's, fts's, tar's */
+            cv_notif_prefetch(n, &v, n->prefetch_ask, tree_gen);
             out = cv_continue();
         } else {
             out = open_existing(n, &v, flags);
@@ -224,8 +230,11 @@ struct cv_reply cv_open_path(struct cv_notif *n, int dirfd, const char *path, in
         /* disks, other terminals, input devices, the kernel log: not even for reading */
         cv_run_deny(n->run, n->req->data.nr, (pid_t)n->req->pid, v.vpath, "a host device the sandbox does not give");
         out = cv_err(EACCES);
+    } else if (!w && kernel_may_open(n, &v, flags)) {
+        if (S_ISREG(st->st_mode)) cv_notif_prefetch(n, &v, n->prefetch_ask, tree_gen); /* tar's */
+        out = cv_continue();
     } else if (!w) {
-        out = kernel_may_open(n, &v, flags) ? cv_continue() : open_existing(n, &v, flags);
+        out = open_existing(n, &v, flags);
     } else if (v.layer == CV_UPPER) {
         cv_notif_settle_alias(n, &v);
         out = open_existing(n, &v, flags);

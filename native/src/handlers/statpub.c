@@ -25,11 +25,11 @@
 #include "common/answers_fmt.h"
 #include "common/util.h"
 #include "handlers.h"
+#include "handlers/statpub.h"
 #include "overlay/vfs.h"
 #include "supervisor/answers.h"
 
-/* The view of v's directory is the host's, entry for entry. */
-static int kernel_view(const struct cv_vnode *v) {
+int cv_kernel_view(const struct cv_vnode *v) {
     return v->exists && !v->in_proc && v->layer == CV_LOWER && v->lidx == 0 && !v->touched && !v->aino &&
            v->pup < 0 && !v->plmask && v->psrc >= 0 && v->psrc == v->plow && v->vpath;
 }
@@ -113,20 +113,11 @@ static uint32_t names_in(const char *buf, long len) {
     return n;
 }
 
-/* A directory's listing as getdents64 gives it: whole up to CV_ANS_LIST_MAX bytes (the shim
- * serves it to the guest's own getdents64), else its beginning; names counts the whole. */
-struct listing {
-    char *buf;
-    size_t len;
-    int whole;
-    uint32_t names;
-};
-
-static int read_listing(int fd, struct listing *l) {
+int cv_read_listing(int fd, struct cv_listing *l) {
     char batch[32768] __attribute__((aligned(8)));
     size_t cap = 0;
     long got;
-    *l = (struct listing){NULL, 0, 1, 0};
+    *l = (struct cv_listing){NULL, 0, 1, 0};
     while ((got = syscall(SYS_getdents64, fd, batch, sizeof batch)) > 0) {
         l->names += names_in(batch, got);
         if (l->whole && l->len + (size_t)got > CV_ANS_LIST_MAX) l->whole = 0;
@@ -174,10 +165,7 @@ static void publish_batch(struct publication *p, const char *buf, size_t len) {
     }
 }
 
-/* The directory open as fd, with its listing; ds: its statx, asked for no time (whether the
- * filesystem fills them unasked tells how statx answers such masks). Named vdir in the view
- * (may be NULL). */
-static void publish(struct cv_run *r, int fd, const struct statx *ds, int level, const struct listing *l,
+void cv_publish_listed(struct cv_run *r, int fd, const struct statx *ds, int level, const struct cv_listing *l,
                     uint64_t tree_gen, const char *vdir) {
     struct publication p = {r, fd, level, 0, cv_answers_serial(r),
                             cv_ans_id_of(ds),
@@ -190,11 +178,10 @@ static void publish(struct cv_run *r, int fd, const struct statx *ds, int level,
     if (vdir && cv_ans_key_ok(vdir)) cv_answers_put_dir(r, tree_gen, vdir, &p.id);
 }
 
-#define ID_MASK (STATX_NLINK | STATX_INO | STATX_MNT_ID | STATX_SIZE)
 
 void cv_notif_publish_dir(struct cv_notif *n, const struct cv_vnode *v, uint64_t tree_gen, int xattrs) {
     struct cv_run *r = n->run;
-    if (!tree_gen || !kernel_view(v)) return;
+    if (!tree_gen || !cv_kernel_view(v)) return;
     const char *slash = strrchr(v->vpath, '/');
     size_t plen = slash ? (size_t)(slash - v->vpath) : 0;
     if (!plen || plen > CV_ANS_KEY_MAX) return; /* "/" holds /proc, /dev and /sys: asked each time */
@@ -213,7 +200,7 @@ void cv_notif_publish_dir(struct cv_notif *n, const struct cv_vnode *v, uint64_t
         (m->count < 2 || (level != CV_ANS_DIRS_ONLY && m->entries && (uint64_t)m->count * 8 < m->entries - 1)))
         return;
     struct statx ds;
-    if (statx(v->psrc, "", AT_EMPTY_PATH, ID_MASK, &ds) < 0 || !(ds.stx_mask & STATX_MNT_ID)) return;
+    if (statx(v->psrc, "", AT_EMPTY_PATH, CV_PUB_ID_MASK, &ds) < 0 || !(ds.stx_mask & STATX_MNT_ID)) return;
     /* subdirectories: counted by the link count (1: the filesystem does not count them) */
     if (!walking && level == CV_ANS_DIRS_ONLY && ds.stx_nlink != 1 && (uint64_t)m->count * 8 < ds.stx_nlink - 2)
         return;
@@ -225,11 +212,11 @@ void cv_notif_publish_dir(struct cv_notif *n, const struct cv_vnode *v, uint64_t
         (uint64_t)m->count * 8 < (ds.stx_size - 4096) / 256)
         return;
     cv_autoclose int fd = cv_reopen_dir_quietly(v->psrc, O_RDONLY | O_DIRECTORY);
-    struct listing l;
-    if (fd < 0 || read_listing(fd, &l) < 0) return;
+    struct cv_listing l;
+    if (fd < 0 || cv_read_listing(fd, &l) < 0) return;
     m->entries = l.names + 1;
     if ((walking && l.names <= WALK_SMALL) || level == CV_ANS_DIRS_ONLY || (uint64_t)m->count * 8 >= l.names) {
-        publish(r, fd, &ds, level, &l, tree_gen, dir);
+        cv_publish_listed(r, fd, &ds, level, &l, tree_gen, dir);
         r->walk_level = level, r->walk_at = cv_answers_now();
     }
     free(l.buf);
@@ -247,21 +234,22 @@ void cv_notif_publish_listing(struct cv_notif *n, const struct cv_vnode *v, uint
     if (cv_answers_dir_fresh(r, v->vpath, CV_ANS_DIRS_ONLY)) return;
     cv_autoclose int fd = cv_openat_quietly(v->psrc, v->name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW);
     struct statx ds;
-    if (fd < 0 || statx(fd, "", AT_EMPTY_PATH, ID_MASK, &ds) < 0 || !(ds.stx_mask & STATX_MNT_ID)) return;
+    if (fd < 0 || statx(fd, "", AT_EMPTY_PATH, CV_PUB_ID_MASK, &ds) < 0 || !(ds.stx_mask & STATX_MNT_ID)) return;
     struct cv_ans_id id = cv_ans_id_of(&ds);
-    struct listing l;
-    if (cv_answers_listed(r, &id) || read_listing(fd, &l) < 0) return;
+    struct cv_listing l;
+    if (cv_answers_listed(r, &id) || cv_read_listing(fd, &l) < 0) return;
     /* a walk descending asks of it what it asked of its parent (ls -lR: every entry, and its
      * xattrs; tar: every entry); a listing alone (Python's of sys.path) asks for no entry; and
      * no less than it had */
     struct statx ps;
     int level = cv_answers_level(r, &id);
-    if (statx(v->psrc, "", AT_EMPTY_PATH, ID_MASK, &ps) == 0 && (ps.stx_mask & STATX_MNT_ID)) {
+    if (statx(v->psrc, "", AT_EMPTY_PATH, CV_PUB_ID_MASK, &ps) == 0 && (ps.stx_mask & STATX_MNT_ID)) {
         struct cv_ans_id parent = cv_ans_id_of(&ps);
         int had = cv_answers_level(r, &parent);
         if (had > level) level = had;
     }
     /* too long to be kept: nothing the shim could serve a listing from */
-    if (l.whole) publish(r, fd, &ds, level < CV_ANS_DIRS_ONLY ? CV_ANS_DIRS_ONLY : level, &l, tree_gen, v->vpath);
+    if (l.whole)
+        cv_publish_listed(r, fd, &ds, level < CV_ANS_DIRS_ONLY ? CV_ANS_DIRS_ONLY : level, &l, tree_gen, v->vpath);
     free(l.buf);
 }

@@ -15,7 +15,8 @@
  * and ls -l's getxattr calls of the entries of host directories the supervisor published
  * (handlers/statpub.c): ls -l, find, tar and git status then cost one notification a
  * directory, not one a name. It receives
- * the real fd of an O_PATH open, which the supervisor cannot inject (common/opath_proto.h). And
+ * the real fd of an O_PATH open, which the supervisor cannot inject (common/opath_proto.h), and
+ * the opens the supervisor made ahead of a walk (prefetch.c, common/prefetch_proto.h). And
  * before read, readv, pread, lseek and fstat it checks the table's count of copy-ups, so that its
  * fds of files another process copied up follow the copies, as overlayfs fds do.
  *
@@ -39,32 +40,12 @@
 #include "common/answers_fmt.h"
 #include "common/opath_proto.h"
 #include "shim/patch.h"
-
-static long raw6(long nr, long a, long b, long c, long d, long e, long f) {
-    register long r10 __asm__("r10") = d;
-    register long r8 __asm__("r8") = e;
-    register long r9 __asm__("r9") = f;
-    long ret;
-    __asm__ volatile("syscall"
-                     : "=a"(ret)
-                     : "a"(nr), "D"(a), "S"(b), "d"(c), "r"(r10), "r"(r8), "r"(r9)
-                     : "rcx", "r11", "memory");
-    return ret;
-}
-
-static long set_errno(long r) {
-    if (r < 0 && r > -4096) {
-        errno = (int)-r;
-        return -1;
-    }
-    return r;
-}
+#include "shim/shim.h"
 
 static int same(const char *a, const char *b);
 static void forget_cwd(void);
 static const char *in_cwd(const char *rel, char out[CV_ANS_KEY_MAX + 2]);
 static int served_enoent(const char *path);
-static int served_entry(int fd, const char *path, struct statx *stx, uint32_t *bits);
 static void follow_copies(int fd);
 
 /* The filter's test, made here first: an fd (not AT_FDCWD), AT_EMPTY_PATH and the path "". */
@@ -87,7 +68,7 @@ static int statx_missing(const char *path, long flags, long mask) {
 /* A stat the table holds the entry's lstat for (the directory's view is the host's): a link is
  * the kernel's to follow. */
 static int served_stat(int fd, const char *path, long flags, struct statx *stx, uint32_t *bits) {
-    return !(flags & ~(long)STAT_FLAGS) && served_entry(fd, path, stx, bits) &&
+    return !(flags & ~(long)STAT_FLAGS) && cv_shim_entry(fd, path, stx, bits, NULL) &&
            ((flags & AT_SYMLINK_NOFOLLOW) || !S_ISLNK(stx->stx_mode));
 }
 
@@ -382,6 +363,7 @@ static const char *in_cwd(const char *rel, char out[CV_ANS_KEY_MAX + 2]) {
     return out;
 }
 
+
 static long shim_chdir(const char *path) {
     forget_cwd();
     long r = raw6(SYS_chdir, (long)path, 0, 0, 0, 0, 0);
@@ -396,10 +378,7 @@ static long shim_fchdir(int fd) {
     return set_errno(r);
 }
 
-/* The lstat of path (a name in the directory fd, a path relative to the cwd, or an absolute
- * path) when the supervisor published its directory's entries (handlers/statpub.c): 1 with it
- * and its bits. */
-static int served_entry(int fd, const char *path, struct statx *stx, uint32_t *bits) {
+int cv_shim_entry(int fd, const char *path, struct statx *stx, uint32_t *bits, struct cv_ans_id *dir_id) {
     if (!path || !path[0]) return 0;
     char full[CV_ANS_KEY_MAX + 2];
     if (path[0] != '/' && fd == AT_FDCWD && !(path = in_cwd(path, full))) return 0;
@@ -429,6 +408,7 @@ static int served_entry(int fd, const char *path, struct statx *stx, uint32_t *b
     }
     uint32_t nlen = (uint32_t)(path + len - name);
     if (name[0] == '.' && (nlen == 1 || (nlen == 2 && name[1] == '.'))) return 0;
+    if (dir_id) *dir_id = id;
     return cv_ans_ent_get(t, &id, name, nlen, now_ns(), stx, bits);
 }
 
@@ -443,7 +423,7 @@ static int served_no_xattr(const char *path, const char *name, int follow) {
                                          : 0;
     struct statx stx;
     uint32_t xattr;
-    if (!bit || !served_entry(AT_FDCWD, path, &stx, &xattr) || !(xattr & bit) || (follow && S_ISLNK(stx.stx_mode)))
+    if (!bit || !cv_shim_entry(AT_FDCWD, path, &stx, &xattr, NULL) || !(xattr & bit) || (follow && S_ISLNK(stx.stx_mode)))
         return 0;
     errno = ENODATA;
     return 1;
@@ -473,6 +453,7 @@ static int served_listing(int fd, void *buf, size_t n, long *out) {
     int64_t last = 0;
     long got = pos < 0 ? -1 : cv_ans_listing(t, &id, pos, now_ns(), buf, n, &last);
     if (got < 0 || (got > 0 && raw6(SYS_lseek, fd, last, SEEK_SET, 0, 0, 0) != last)) return 0;
+    cv_pf_listed(&id);
     *out = got;
     return 1;
 }
@@ -525,20 +506,35 @@ static int open_path(int dirfd, const char *path, int flags) {
     return r < 0 ? (int)set_errno(r) : (int)s;
 }
 
+/* The slots a walk keeps fds in count against the process's limit: an open that found none
+ * left gives them up and is made again. */
+#define AGAIN_IF_EMFILE(call)                                                                                      \
+    __extension__({                                                                                                \
+        int got_ = (call);                                                                                         \
+        if (got_ < 0 && errno == EMFILE && cv_pf_release()) got_ = (call);                                         \
+        got_;                                                                                                      \
+    })
+
 static int shim_open(const char *path, int flags, mode_t mode) {
+    long r;
     if (served_missing(path, flags)) return -1;
-    return (flags & O_PATH) ? open_path(AT_FDCWD, path, flags) : libc_open(path, flags, mode);
+    if (cv_pf_open(AT_FDCWD, path, flags, &r)) return (int)r;
+    return AGAIN_IF_EMFILE((flags & O_PATH) ? open_path(AT_FDCWD, path, flags) : libc_open(path, flags, mode));
 }
 
 static int shim_openat(int fd, const char *path, int flags, mode_t mode) {
+    long r;
     if (served_missing(path, flags)) return -1;
-    return (flags & O_PATH) ? open_path(fd, path, flags) : libc_openat(fd, path, flags, mode);
+    if (cv_pf_open(fd, path, flags, &r)) return (int)r;
+    return AGAIN_IF_EMFILE((flags & O_PATH) ? open_path(fd, path, flags) : libc_openat(fd, path, flags, mode));
 }
 
-/* glibc's own opens (a locale's files, gconv's cache): only what is missing is served. */
+/* glibc's own opens (opendir's, a locale's files, gconv's cache): what is missing, and a walk's. */
 static int shim_open_nocancel(const char *path, int flags, mode_t mode) {
+    long r;
     if (served_missing(path, flags)) return -1;
-    return libc_open_nocancel(path, flags, mode);
+    if (cv_pf_open(AT_FDCWD, path, flags, &r)) return (int)r;
+    return AGAIN_IF_EMFILE(libc_open_nocancel(path, flags, mode));
 }
 
 /* The entries as glibc 2.33+ has them on x86-64: the instructions up to and including the

@@ -266,6 +266,23 @@ uint64_t cv_answers_put_listing(struct cv_run *r, const void *records, size_t le
     return at;
 }
 
+int cv_answers_listing_copy(struct cv_run *r, const struct cv_ans_id *id, char **buf, size_t *len) {
+    struct cv_answers *a = table(r, 0);
+    uint64_t at;
+    uint32_t l;
+    if (!a || !cv_ans_did_list(a->head, id, cv_answers_now(), &at, &l) || !(*buf = malloc(l))) return -1;
+    pthread_mutex_lock(&a->lock);
+    int gone = a->head->list_end > at + CV_ANS_LIST_BYTES; /* written over since */
+    if (!gone) memcpy(*buf, (char *)a->head + CV_ANS_ENTS_END + (at & (CV_ANS_LIST_BYTES - 1)), l);
+    pthread_mutex_unlock(&a->lock);
+    if (gone) {
+        free(*buf);
+        return -1;
+    }
+    *len = l;
+    return 0;
+}
+
 void cv_answers_put_did(struct cv_run *r, const struct cv_ans_id *id, uint64_t serial, int level, uint64_t list_at,
                         size_t list_len) {
     struct cv_answers *a = table(r, 0);

@@ -70,6 +70,8 @@ void cv_answers_put_entry(struct cv_run *r, uint64_t serial, const struct cv_ans
 /* Its listing first (getdents64 records, whole: len a multiple of 8, at most CV_ANS_LIST_MAX):
  * where it lies, for the identity record, or UINT64_MAX (no table, too long). */
 uint64_t cv_answers_put_listing(struct cv_run *r, const void *records, size_t len);
+/* A copy (malloc'd) of the published listing of the directory id: 0, or -1 without one. */
+int cv_answers_listing_copy(struct cv_run *r, const struct cv_ans_id *id, char **buf, size_t *len);
 void cv_answers_put_did(struct cv_run *r, const struct cv_ans_id *id, uint64_t serial, int level, uint64_t list_at,
                         size_t list_len);
 void cv_answers_put_dir(struct cv_run *r, uint64_t tree_gen, const char *vpath, const struct cv_ans_id *id);
