@@ -19,10 +19,10 @@ const walker = (): string => compileFixture("walker", ["-I", path.join(repoRoot,
 const DIRS = 30;
 const FILES = 8;
 
-/** DIRS directories, each with a subdirectory and FILES files of distinct contents. */
-function makeTree(root: string): number {
+/** `dirs` directories, each with a subdirectory and FILES files of distinct contents. */
+function makeTree(root: string, dirs = DIRS): number {
   let objects = 0;
-  for (let d = 0; d < DIRS; d++) {
+  for (let d = 0; d < dirs; d++) {
     const dir = path.join(root, `d${d}`);
     mkdirSync(path.join(dir, "inner"), { recursive: true });
     writeFileSync(path.join(dir, "inner", "leaf"), `leaf ${d}\n`);
@@ -155,7 +155,7 @@ const NEAR_LIMIT = String.raw`
 import os, sys
 walk = os.walk(sys.argv[1])
 for seen, _ in enumerate(walk):
-    if seen == 40: break
+    if seen == 150: break
 walk.close()
 def target(f):
     try: return os.readlink("/proc/self/fd/" + f)
@@ -173,7 +173,7 @@ gtest(
   "a process near its fd limit opens as many files as natively while a walk holds opens ahead",
   async (fx) => {
     const tree = path.join(fx.scratch, "tree");
-    makeTree(tree);
+    makeTree(tree, 100); // walked 150 directories in: opens of the next ones are held
     // the limit set before the interpreter starts: the shim's slots lie below it
     const argv = ["sh", "-c", 'ulimit -n 300 && exec "$0" -c "$1" "$2"', PYTHON3, NEAR_LIMIT, tree];
     const want = native(argv);

@@ -246,7 +246,8 @@ void cv_notif_prefetch(struct cv_notif *n, const struct cv_vnode *v, uint64_t as
     }
     /* twice the last, from 2; a quarter of it when the shim used less than half of what was
      * placed (ls -R opens in its own sorted order, not the listing's), down to none: the shim
-     * then asks only at every 8th open it could (shim/prefetch.c), and such an ask gets 2 */
+     * then asks only once in 32 opens it could, fewer after each such ask not followed
+     * (shim/prefetch.c), and such an ask gets 2 */
     uint32_t last = w->ask.window;
     if (w->ask.placed && w->ask.hits * 2 < w->ask.placed)
         w->window = (int)(last / 4);
