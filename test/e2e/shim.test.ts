@@ -135,3 +135,37 @@ gtest(
   },
   { skip },
 );
+
+// git status's walk: an lstat of each file, directory after directory. Once a walk is under way
+// each small directory is published at its first miss, and with it the other small
+// subdirectories of the directory holding it: a tree of small directories costs a few
+// notifications, not one a directory.
+const SIBLINGS_PY = `import os, sys
+root = sys.argv[1]
+for d in sorted(os.listdir(root)):
+    for f in range(10): os.lstat(os.path.join(root, d, "f%d" % f))
+print("walked", len(os.listdir(root)))`;
+
+gtest(
+  "a walk's lstat in sibling directories is answered from their publication, a few notified",
+  async (fx) => {
+    const tree = path.join(fx.scratch, "siblings");
+    for (let d = 0; d < DIRS; d++)
+      for (let f = 0; f < 10; f++) writeFile(path.join(tree, `m${d}`, `f${f}`), "x");
+    const empty = path.join(fx.scratch, "empty");
+    mkdirSync(empty);
+    const walk = await cvisor(["--json"], [PYTHON3, "-c", SIBLINGS_PY, tree]);
+    assert.equal(walk.code, 0, show(walk));
+    assert.equal(walk.out, `walked ${DIRS}\n`, show(walk));
+    const none = await cvisor(["--json"], [PYTHON3, "-c", SIBLINGS_PY, empty]);
+    assert.equal(none.code, 0, show(none));
+    const walked = statsNotified(walk) - statsNotified(none);
+    assert.ok(walked < DIRS / 4, `${walked} of ${DIRS} directories' lstat notified\n${show(walk)}`);
+  },
+  { skip, timeout: 60_000 },
+);
+
+function writeFile(p: string, text: string): void {
+  mkdirSync(path.dirname(p), { recursive: true });
+  writeFileSync(p, text);
+}

@@ -86,6 +86,7 @@ struct misses {
 
 struct cv_misses {
     struct misses seen[MISS_SLOTS];
+    uint32_t siblings_of; /* the directory whose subdirectories were published last (its hash) */
 };
 
 /* This run's count for dir (its receiver thread's alone: another run's guests do not make this
@@ -179,6 +180,55 @@ void cv_publish_listed(struct cv_run *r, int fd, const struct statx *ds, int lev
 }
 
 
+/* A walk's next directories, once it published one of them (git status: each small directory
+ * of a tree at its first miss, a notification each): the other subdirectories of the directory
+ * holding it, when that one's own view is the host's, it is not large (a few blocks) and none of
+ * them holds a hidden name: the small ones (WALK_SMALL entries), SIBLINGS at the most; once for
+ * each directory in turn. */
+#define SIBLINGS 32
+static void publish_siblings(struct cv_notif *n, const char *dir, int level, uint64_t tree_gen) {
+    struct cv_run *r = n->run;
+    const char *slash = strrchr(dir, '/');
+    size_t plen = slash ? (size_t)(slash - dir) : 0;
+    char parent[CV_ANS_KEY_MAX + 1], sub[CV_ANS_KEY_MAX + 1];
+    if (!plen || plen >= sizeof parent) return;
+    memcpy(parent, dir, plen);
+    parent[plen] = 0;
+    uint32_t h = cv_ans_hash(parent, (uint32_t)plen) | 1;
+    if (!r->misses || r->misses->siblings_of == h || cv_answers_kernel_made(parent) || cv_vfs_holds_hidden(r, parent))
+        return;
+    r->misses->siblings_of = h;
+    struct cv_vnode pv;
+    if (cv_vresolve(&n->ctx, AT_FDCWD, parent, 0, &pv) < 0) return;
+    /* its own view is the host's: no twin of it in the upper or a layer, so none of its entries */
+    int host = pv.exists && S_ISDIR(pv.st.st_mode) && !pv.in_proc && pv.layer == CV_LOWER && !pv.lidx &&
+               !pv.touched && !pv.aino && pv.psrc >= 0 && *pv.name && pv.st.st_size <= 16384;
+    cv_autoclose int pfd = host ? cv_openat_quietly(pv.psrc, pv.name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW) : -1;
+    cv_vnode_release(&pv);
+    struct cv_listing pl;
+    if (pfd < 0 || cv_read_listing(pfd, &pl) < 0) return;
+    int done = 0;
+    for (size_t off = 0; off < pl.len && done < SIBLINGS;) {
+        const struct dirent64 *d = (const void *)(pl.buf + off);
+        off += d->d_reclen;
+        size_t nlen = strlen(d->d_name);
+        if (d->d_type != DT_DIR || dots(d->d_name) || plen + 1 + nlen >= sizeof sub) continue;
+        memcpy(sub, parent, plen);
+        sub[plen] = '/';
+        memcpy(sub + plen + 1, d->d_name, nlen + 1);
+        if (cv_vfs_holds_hidden(r, sub) || cv_answers_dir_fresh(r, sub, level)) continue;
+        cv_autoclose int fd = cv_openat_quietly(pfd, d->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW);
+        struct statx ds;
+        struct cv_listing l;
+        if (fd < 0 || statx(fd, "", AT_EMPTY_PATH, CV_PUB_ID_MASK, &ds) < 0 || !(ds.stx_mask & STATX_MNT_ID) ||
+            ds.stx_size > 4096 || cv_read_listing(fd, &l) < 0)
+            continue;
+        if (l.names <= WALK_SMALL) cv_publish_listed(r, fd, &ds, level, &l, tree_gen, sub), done++;
+        free(l.buf);
+    }
+    free(pl.buf);
+}
+
 void cv_notif_publish_dir(struct cv_notif *n, const struct cv_vnode *v, uint64_t tree_gen, int xattrs) {
     struct cv_run *r = n->run;
     if (!tree_gen || !cv_kernel_view(v)) return;
@@ -218,6 +268,7 @@ void cv_notif_publish_dir(struct cv_notif *n, const struct cv_vnode *v, uint64_t
     if ((walking && l.names <= WALK_SMALL) || level == CV_ANS_DIRS_ONLY || (uint64_t)m->count * 8 >= l.names) {
         cv_publish_listed(r, fd, &ds, level, &l, tree_gen, dir);
         r->walk_level = level, r->walk_at = cv_answers_now();
+        if (walking && l.names <= WALK_SMALL && level == CV_ANS_ENTRIES) publish_siblings(n, dir, level, tree_gen);
     }
     free(l.buf);
 }
