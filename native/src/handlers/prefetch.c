@@ -24,7 +24,6 @@
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
-#include <stdio.h>
 
 #include "common/answers_fmt.h"
 #include "common/prefetch_proto.h"

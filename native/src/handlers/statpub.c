@@ -180,6 +180,14 @@ void cv_publish_listed(struct cv_run *r, int fd, const struct statx *ds, int lev
 }
 
 
+/* v is a directory whose own view is the host's: no twin of it in the upper or a layer, no
+ * hidden entry in it, not one the kernel fills by itself. */
+static int own_view_host(const struct cv_run *r, const struct cv_vnode *v) {
+    return v->exists && S_ISDIR(v->st.st_mode) && !v->in_proc && v->layer == CV_LOWER && !v->lidx && !v->touched &&
+           !v->aino && v->psrc >= 0 && v->vpath && *v->name && !cv_answers_kernel_made(v->vpath) &&
+           !cv_vfs_holds_hidden(r, v->vpath);
+}
+
 /* A walk's next directories, once it published one of them (git status: each small directory
  * of a tree at its first miss, a notification each): the other subdirectories of the directory
  * holding it, when that one's own view is the host's, it is not large (a few blocks) and none of
@@ -195,14 +203,12 @@ static void publish_siblings(struct cv_notif *n, const char *dir, int level, uin
     memcpy(parent, dir, plen);
     parent[plen] = 0;
     uint32_t h = cv_ans_hash(parent, (uint32_t)plen) | 1;
-    if (!r->misses || r->misses->siblings_of == h || cv_answers_kernel_made(parent) || cv_vfs_holds_hidden(r, parent))
-        return;
+    if (!r->misses || r->misses->siblings_of == h) return;
     r->misses->siblings_of = h;
     struct cv_vnode pv;
     if (cv_vresolve(&n->ctx, AT_FDCWD, parent, 0, &pv) < 0) return;
-    /* its own view is the host's: no twin of it in the upper or a layer, so none of its entries */
-    int host = pv.exists && S_ISDIR(pv.st.st_mode) && !pv.in_proc && pv.layer == CV_LOWER && !pv.lidx &&
-               !pv.touched && !pv.aino && pv.psrc >= 0 && *pv.name && pv.st.st_size <= 16384;
+    /* no twin of it, so none of its entries has one */
+    int host = own_view_host(r, &pv) && pv.st.st_size <= 16384;
     cv_autoclose int pfd = host ? cv_openat_quietly(pv.psrc, pv.name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW) : -1;
     cv_vnode_release(&pv);
     struct cv_listing pl;
@@ -275,11 +281,7 @@ void cv_notif_publish_dir(struct cv_notif *n, const struct cv_vnode *v, uint64_t
 
 void cv_notif_publish_listing(struct cv_notif *n, const struct cv_vnode *v, uint64_t tree_gen) {
     struct cv_run *r = n->run;
-    /* its own view is the host's: no twin of it in the upper or a layer, no hidden entry */
-    if (!tree_gen || !v->exists || !S_ISDIR(v->st.st_mode) || v->in_proc || v->layer != CV_LOWER || v->lidx ||
-        v->touched || v->aino || v->psrc < 0 || !v->vpath || !*v->name || cv_answers_kernel_made(v->vpath) ||
-        cv_vfs_holds_hidden(r, v->vpath))
-        return;
+    if (!tree_gen || !own_view_host(r, v)) return;
     /* opened again within half a record's life: its path names a publication (with its listing,
      * unless that was too long to keep) */
     if (cv_answers_dir_fresh(r, v->vpath, CV_ANS_DIRS_ONLY)) return;
