@@ -165,6 +165,67 @@ gtest(
   { skip, timeout: 60_000 },
 );
 
+// git status' order: each tracked file's lstat, a directory's own before it, in name order.
+const PACKAGES = 10;
+const PACKAGES_PY = `import os, sys
+root, n = sys.argv[1], int(sys.argv[2])
+for p in range(n):
+    for m in range(10):
+        os.lstat(os.path.join(root, "p%d" % p, "m%d" % m))
+        for f in range(10): os.lstat(os.path.join(root, "p%d" % p, "m%d" % m, "f%d" % f))
+print("walked", n)`;
+
+gtest(
+  "a walk of a tree's packages, subdirectory after subdirectory, asks three times a package",
+  async (fx) => {
+    const tree = path.join(fx.scratch, "packages");
+    for (let p = 0; p < PACKAGES; p++)
+      for (let m = 0; m < 10; m++)
+        for (let f = 0; f < 10; f++) writeFile(path.join(tree, `p${p}`, `m${m}`, `f${f}`), "x");
+    const walk = await cvisor(["--json"], [PYTHON3, "-c", PACKAGES_PY, tree, String(PACKAGES)]);
+    assert.equal(walk.code, 0, show(walk));
+    assert.equal(walk.out, `walked ${PACKAGES}\n`, show(walk));
+    const none = await cvisor(["--json"], [PYTHON3, "-c", PACKAGES_PY, tree, "0"]);
+    assert.equal(none.code, 0, show(none));
+    // a package's own lstat, its first subdirectory's, the second's (which publishes the rest)
+    const walked = statsNotified(walk) - statsNotified(none);
+    assert.ok(
+      walked < PACKAGES * 3.5,
+      `${walked} lstat notified in ${PACKAGES} packages\n${show(walk)}`,
+    );
+  },
+  { skip, timeout: 60_000 },
+);
+
+// Python's imports: a few subdirectories of a directory, not one after the other.
+const SCATTERED = ["m5", "m20", "m33"];
+const SCATTERED_PY = `import os, sys
+root = sys.argv[1]
+for d in sys.argv[2:]:
+    for f in range(10): os.lstat(os.path.join(root, d, "f%d" % f))
+print("looked", len(sys.argv) - 2)`;
+
+gtest(
+  "look-ups in a few scattered subdirectories publish those alone, not their siblings",
+  async (fx) => {
+    const tree = path.join(fx.scratch, "scattered");
+    for (let d = 0; d < DIRS; d++)
+      for (let f = 0; f < 10; f++) writeFile(path.join(tree, `m${d}`, `f${f}`), "x");
+    const look = await cvisor(["--json"], [PYTHON3, "-c", SCATTERED_PY, tree, ...SCATTERED]);
+    assert.equal(look.code, 0, show(look));
+    assert.equal(look.out, `looked ${SCATTERED.length}\n`, show(look));
+    const none = await cvisor(["--json"], [PYTHON3, "-c", SCATTERED_PY, tree]);
+    assert.equal(none.code, 0, show(none));
+    // each directory's first lstat asks (and publishes it); none was published ahead
+    const looked = statsNotified(look) - statsNotified(none);
+    assert.ok(
+      looked >= SCATTERED.length,
+      `${looked} lstat notified in ${SCATTERED.join(", ")}\n${show(look)}`,
+    );
+  },
+  { skip, timeout: 60_000 },
+);
+
 function writeFile(p: string, text: string): void {
   mkdirSync(path.dirname(p), { recursive: true });
   writeFileSync(p, text);

@@ -84,9 +84,15 @@ struct misses {
     uint64_t since;
 };
 
+#define WALKED 64 /* directories a walk (git status' threads: one each) is in at once */
+struct walked {
+    uint32_t parent, child; /* hashes of a directory and of the name of its subdirectory */
+};
+
 struct cv_misses {
     struct misses seen[MISS_SLOTS];
     uint32_t siblings_of; /* the directory whose subdirectories were published last (its hash) */
+    struct walked walked[WALKED]; /* the subdirectory a walk published last, of each directory */
 };
 
 /* This run's count for dir (its receiver thread's alone: another run's guests do not make this
@@ -188,23 +194,48 @@ static int own_view_host(const struct cv_run *r, const struct cv_vnode *v) {
            !cv_vfs_holds_hidden(r, v->vpath);
 }
 
-/* A walk's next directories, once it published one of them (git status: each small directory
- * of a tree at its first miss, a notification each): the other subdirectories of the directory
- * holding it, when that one's own view is the host's, it is not large (a few blocks) and none of
- * them holds a hidden name: the small ones (WALK_SMALL entries), SIBLINGS at the most; once for
- * each directory in turn. */
+/* The subdirectory of parent a walk published last (hashes; 0: none); child takes its place. */
+static uint32_t walked_before(struct cv_misses *m, uint32_t parent, uint32_t child) {
+    struct walked *w = &m->walked[parent % WALKED];
+    uint32_t before = w->parent == parent ? w->child : 0;
+    *w = (struct walked){parent, child};
+    return before;
+}
+
+/* The name just before name among the subdirectories a listing holds, in strcmp's order: its
+ * hash, 0 when it is the first. */
+static uint32_t subdir_before(const struct cv_listing *l, const char *name) {
+    const char *best = NULL;
+    for (size_t off = 0; off < l->len;) {
+        const struct dirent64 *d = (const void *)(l->buf + off);
+        off += d->d_reclen;
+        if (d->d_type == DT_DIR && !dots(d->d_name) && strcmp(d->d_name, name) < 0 &&
+            (!best || strcmp(d->d_name, best) > 0))
+            best = d->d_name;
+    }
+    return best ? cv_ans_hash(best, (uint32_t)strlen(best)) | 1 : 0;
+}
+
+/* A walk's next directories, once it went from one subdirectory of a directory to the next in
+ * name order (git status: each small directory of a tree at its first miss, a notification
+ * each, in the index's order): the subdirectories that follow, when the directory's own view is
+ * the host's, it is not large (a few blocks) and none of them holds a hidden name: the small ones
+ * (WALK_SMALL entries), SIBLINGS at the most; once for each directory in turn. A program that
+ * looks into a few subdirectories (Python's imports) does not go from one to the next. Each
+ * small directory published is recorded as its parent's last, walking or not. */
 #define SIBLINGS 32
-static void publish_siblings(struct cv_notif *n, const char *dir, int level, uint64_t tree_gen) {
+static void publish_siblings(struct cv_notif *n, const char *dir, int level, uint64_t tree_gen, int walking) {
     struct cv_run *r = n->run;
     const char *slash = strrchr(dir, '/');
     size_t plen = slash ? (size_t)(slash - dir) : 0;
     char parent[CV_ANS_KEY_MAX + 1], sub[CV_ANS_KEY_MAX + 1];
-    if (!plen || plen >= sizeof parent) return;
+    if (!plen || plen >= sizeof parent || !r->misses) return;
     memcpy(parent, dir, plen);
     parent[plen] = 0;
+    const char *child = dir + plen + 1;
     uint32_t h = cv_ans_hash(parent, (uint32_t)plen) | 1;
-    if (!r->misses || r->misses->siblings_of == h) return;
-    r->misses->siblings_of = h;
+    uint32_t before = walked_before(r->misses, h, cv_ans_hash(child, (uint32_t)strlen(child)) | 1);
+    if (!walking || !before || r->misses->siblings_of == h) return;
     struct cv_vnode pv;
     if (cv_vresolve(&n->ctx, AT_FDCWD, parent, 0, &pv) < 0) return;
     /* no twin of it, so none of its entries has one */
@@ -213,12 +244,18 @@ static void publish_siblings(struct cv_notif *n, const char *dir, int level, uin
     cv_vnode_release(&pv);
     struct cv_listing pl;
     if (pfd < 0 || cv_read_listing(pfd, &pl) < 0) return;
+    if (subdir_before(&pl, child) != before) {
+        free(pl.buf);
+        return;
+    }
+    r->misses->siblings_of = h;
     int done = 0;
     for (size_t off = 0; off < pl.len && done < SIBLINGS;) {
         const struct dirent64 *d = (const void *)(pl.buf + off);
         off += d->d_reclen;
         size_t nlen = strlen(d->d_name);
-        if (d->d_type != DT_DIR || dots(d->d_name) || plen + 1 + nlen >= sizeof sub) continue;
+        if (d->d_type != DT_DIR || dots(d->d_name) || strcmp(d->d_name, child) <= 0 || plen + 1 + nlen >= sizeof sub)
+            continue;
         memcpy(sub, parent, plen);
         sub[plen] = '/';
         memcpy(sub + plen + 1, d->d_name, nlen + 1);
@@ -273,8 +310,10 @@ void cv_notif_publish_dir(struct cv_notif *n, const struct cv_vnode *v, uint64_t
     m->entries = l.names + 1;
     if ((walking && l.names <= WALK_SMALL) || level == CV_ANS_DIRS_ONLY || (uint64_t)m->count * 8 >= l.names) {
         cv_publish_listed(r, fd, &ds, level, &l, tree_gen, dir);
-        r->walk_level = level, r->walk_at = cv_answers_now();
-        if (walking && l.names <= WALK_SMALL && level == CV_ANS_ENTRIES) publish_siblings(n, dir, level, tree_gen);
+        /* a walk of entries publishes the directories it passes through at a lesser level */
+        if (!walking || level > r->walk_level) r->walk_level = level;
+        r->walk_at = cv_answers_now();
+        if (l.names <= WALK_SMALL && level == CV_ANS_ENTRIES) publish_siblings(n, dir, level, tree_gen, walking);
     }
     free(l.buf);
 }
