@@ -69,6 +69,23 @@ gtest(
   { skip, timeout: 120_000 },
 );
 
+gtest(
+  "ls -R opens in name order, not the listing's: the opens made ahead turn to that order",
+  async (fx) => {
+    const tree = path.join(fx.scratch, "tree");
+    makeTree(tree, 200); // the first ask comes 32 opens in, and its walk grows from 2
+    const dirs = 1 + 200 * 2;
+    const argv = ["env", "LC_ALL=C", "ls", "-R", tree];
+    const want = native(argv);
+    const r = await cvisor(["--json"], argv);
+    assert.equal(r.code, 0, show(r));
+    assert.equal(r.out, want, show(r));
+    const opens = notified(r, "openat", "open");
+    assert.ok(opens < dirs / 3, `${opens} of ${dirs} directories' opens notified\n${show(r)}`);
+  },
+  { skip, timeout: 120_000 },
+);
+
 // The sandbox changes the tree half-way through the walk (another process, between two opens):
 // the walker must see the changed view, not the objects opened for it before.
 // The walk has opened 40 (four directories): $7 on are the directories it has not reached, some

@@ -6,7 +6,8 @@
  * the mode argument (ignored without O_CREAT), the address of its struct cv_pf_ask: the fd
  * numbers it holds free for the supervisor, and what it holds there already. The supervisor
  * answers the open as ever and, when the guest is walking a tree whose view is the host's,
- * opens the next objects of that walk itself, read-only, publishes the directories among them
+ * opens the next objects of that walk (in the listing's order, or in name order when the other
+ * was not followed: ls -R) itself, read-only, publishes the directories among them
  * (handlers/statpub.c), and sends them all in one message (SCM_RIGHTS) over a socket it puts at
  * the number the ask gave (ADDFD with SETFD, one round trip: an ADDFD each would cost one each),
  * writing which free slot each is for into the ask. The shim moves them there when the open
@@ -51,6 +52,8 @@ struct cv_pf_ask {
     uint32_t idle;   /* kept by the shim: opens it could have asked with since the window closed */
     int32_t sock;    /* a free fd number where the supervisor puts the socket it sends them over */
     uint32_t taken;  /* set by the supervisor: it read this ask (hits counted) */
+    uint32_t sorted; /* kept by the supervisor: the walk goes in name order (ls -R), not the listing's */
+    uint32_t turned; /* kept by the supervisor: the order was turned at the last ask */
     struct cv_pf_slot slot[CV_PF_SLOTS];
 };
 

@@ -1,7 +1,8 @@
 /* Opens made ahead of a walk (common/prefetch_proto.h): after a notified read-only open of a
  * host directory or file whose view is the host's, asked by a shim whose process listed the
  * directory holding it (find, tar, git status: a walk), the supervisor opens what the walk will
- * open next, in the kernel's listing order: the object's subtree (a directory), then its
+ * open next, in the kernel's listing order (or in name order, which ls -R follows, once a batch
+ * in the other went unused): the object's subtree (a directory), then its
  * following siblings and their subtrees, then those of the directories above it that an open
  * listed; directories, and files once the guest opened one (tar). Each directory is published as
  * an open of it would publish it (statpub.c), so the shim can answer its listing and the stat and
@@ -43,7 +44,9 @@ struct frame {
     uint64_t dev;
     size_t plen; /* its path's length in the walk's buffer */
     struct cv_listing l;
-    size_t off; /* the next record of l */
+    size_t off;      /* the next record of l */
+    uint32_t *order; /* a walk in name order: the records' offsets in that order, next the next */
+    uint32_t norder, next;
 };
 
 struct walk {
@@ -53,6 +56,7 @@ struct walk {
     struct cv_pf_ask ask;
     uint64_t tree_gen;
     int files;   /* files too, not only directories */
+    int sorted;  /* in name order (ls -R opens so), not the listing's */
     int level;   /* what a publication must hold for the shim to find them */
     int window;  /* how many more to place */
     int opens;   /* budget left */
@@ -114,7 +118,40 @@ static void pop(struct walk *w) {
     struct frame *f = &w->f[--w->depth];
     close(f->fd);
     free(f->l.buf);
+    free(f->order);
     if (w->depth) w->path[w->f[w->depth - 1].plen] = 0;
+}
+
+static int dots(const char *name) { return name[0] == '.' && (!name[1] || (name[1] == '.' && !name[2])); }
+
+static int by_name(const void *x, const void *y, void *buf) {
+    const struct dirent64 *a = (const void *)((const char *)buf + *(const uint32_t *)x),
+                          *b = (const void *)((const char *)buf + *(const uint32_t *)y);
+    return strcmp(a->d_name, b->d_name);
+}
+
+/* f's records in name order, . and .. left out. 0, or -1 without memory. */
+static int sort_names(struct frame *f) {
+    uint32_t n = 0;
+    for (size_t off = 0; off < f->l.len; off += ((const struct dirent64 *)(const void *)(f->l.buf + off))->d_reclen)
+        n++;
+    if (!(f->order = malloc(sizeof *f->order * (n ? n : 1)))) return -1;
+    for (size_t off = 0; off < f->l.len;) {
+        const struct dirent64 *d = (const void *)(f->l.buf + off);
+        if (!dots(d->d_name)) f->order[f->norder++] = (uint32_t)off;
+        off += d->d_reclen;
+    }
+    qsort_r(f->order, f->norder, sizeof *f->order, by_name, f->l.buf);
+    return 0;
+}
+
+/* The next record of f, in the walk's order; NULL at the end. */
+static const struct dirent64 *next_record(struct frame *f) {
+    if (f->order) return f->next < f->norder ? (const void *)(f->l.buf + f->order[f->next++]) : NULL;
+    if (f->off >= f->l.len) return NULL;
+    const struct dirent64 *d = (const void *)(f->l.buf + f->off);
+    f->off += d->d_reclen;
+    return d;
 }
 
 /* Push the directory open as fd (ours, closed on failure), named by w->path, to be walked: its
@@ -133,13 +170,13 @@ static int push(struct walk *w, int fd, const struct statx *ds, int level, int u
         return -1;
     }
     *f = (struct frame){fd, level, ds->stx_mode, makedev(ds->stx_dev_major, ds->stx_dev_minor), strlen(w->path),
-                        {NULL, 0, 1, 0}, 0};
+                        {NULL, 0, 1, 0}, 0, NULL, 0, 0};
     if (had < level || cv_answers_listing_copy(r, &id, &f->l.buf, &f->l.len) < 0) {
         if (cv_read_listing(fd, &f->l) == 0 && f->l.whole && lseek(fd, 0, SEEK_SET) == 0)
             cv_publish_listed(r, fd, ds, level, &f->l, w->tree_gen, w->path);
     }
-    if (!f->l.buf || cv_answers_level(r, &id) < level) { /* else the shim could find none of it */
-        free(f->l.buf);
+    if (!f->l.buf || cv_answers_level(r, &id) < level || (w->sorted && sort_names(f) < 0)) {
+        free(f->l.buf); /* else the shim could find none of it */
         close(fd);
         return -1;
     }
@@ -160,26 +197,29 @@ static int open_in(int at, const char *name, int dir, struct statx *st) {
     return fd;
 }
 
+/* On from just after name: in name order, from the first that sorts after it. */
 static void skip_past(struct frame *f, const char *name) {
-    while (f->off < f->l.len) {
-        const struct dirent64 *d = (const void *)(f->l.buf + f->off);
-        f->off += d->d_reclen;
-        if (!strcmp(d->d_name, name)) break;
+    if (f->order) {
+        while (f->next < f->norder &&
+               strcmp(((const struct dirent64 *)(const void *)(f->l.buf + f->order[f->next]))->d_name, name) <= 0)
+            f->next++;
+        return;
+    }
+    for (const struct dirent64 *d; (d = next_record(f)) && strcmp(d->d_name, name);) {
     }
 }
 
 /* The next entry of the deepest directory: placed, and walked into when a directory. */
 static void step(struct walk *w) {
     struct frame *f = &w->f[w->depth - 1];
-    if (f->off >= f->l.len || w->opens <= 0) {
+    const struct dirent64 *d = w->opens > 0 ? next_record(f) : NULL;
+    if (!d) {
         pop(w);
         return;
     }
-    const struct dirent64 *d = (const void *)(f->l.buf + f->off);
-    f->off += d->d_reclen;
     const char *name = d->d_name;
     int dir = d->d_type == DT_DIR;
-    if ((name[0] == '.' && (!name[1] || (name[1] == '.' && !name[2]))) || !(f->mode & S_IXOTH)) return;
+    if (dots(name) || !(f->mode & S_IXOTH)) return;
     if (!dir && (d->d_type != DT_REG || !w->files || f->level < CV_ANS_ENTRIES || held(w, f->dev, d->d_ino))) return;
     size_t nlen = strlen(name);
     if (f->plen + 1 + nlen >= sizeof w->path) return;
@@ -243,18 +283,23 @@ void cv_notif_prefetch(struct cv_notif *n, const struct cv_vnode *v, uint64_t as
         free(w);
         return;
     }
-    /* twice the last, from 2; a quarter of it when the shim used less than half of what was
-     * placed (ls -R opens in its own sorted order, not the listing's), down to none: the shim
-     * then asks only once in 32 opens it could, fewer after each such ask not followed
-     * (shim/prefetch.c), and such an ask gets 2 */
+    /* twice the last, from 2. When the shim used less than half of what was placed, the other
+     * order (ls -R opens in name order, not the listing's) at once, as many; when that was not
+     * followed either, a quarter of it, down to none: the shim then asks only once in 32 opens
+     * it could, fewer after each such ask not followed (shim/prefetch.c), and such an ask gets 2 */
     uint32_t last = w->ask.window;
-    if (w->ask.placed && w->ask.hits * 2 < w->ask.placed)
-        w->window = (int)(last / 4);
-    else
+    if (w->ask.placed && w->ask.hits * 2 < w->ask.placed) {
+        w->ask.sorted = !w->ask.sorted;
+        w->ask.turned = !w->ask.turned;
+        w->window = w->ask.turned ? (int)(last < 2 ? 2 : last) : (int)(last / 4);
+    } else {
+        w->ask.turned = 0;
         w->window = last >= CV_PF_SLOTS / 2 ? CV_PF_SLOTS : last < 2 ? 2 : (int)(last * 2);
+    }
     w->ask.window = (uint32_t)w->window;
     w->ask.taken = 1;
     w->files = !dir || w->ask.files;
+    w->sorted = w->ask.sorted == 1;
     w->level = w->files ? CV_ANS_ENTRIES : CV_ANS_DIRS_ONLY;
     w->ask.placed = 0;
     if (!w->window) {
