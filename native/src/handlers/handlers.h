@@ -75,6 +75,8 @@ void cv_notif_publish_listing(struct cv_notif *n, const struct cv_vnode *v, uint
 /* After a read-only open of v the kernel makes: the guest's walk's next objects, opened and
  * placed where its shim's ask (at ask, or 0) says (handlers/prefetch.c). */
 void cv_notif_prefetch(struct cv_notif *n, const struct cv_vnode *v, uint64_t ask, uint64_t tree_gen);
+/* The walk ahead's thread stops (the run's end, before its table goes). */
+void cv_prefetch_stop(struct cv_run *r);
 /* The guest's read-only fds of files copied up this run become opens of their copies (asked by
  * its shim, CV_FOLLOW_MAGIC): all of them with a stable fd table, else only gfd (if >= 0). */
 void cv_notif_follow_copies(struct cv_notif *n, int gfd);

@@ -13,11 +13,15 @@
  * under /dev, /proc or /sys; a directory holding a hidden name is neither placed nor walked into.
  * The supervisor may read more than the guest's uid may, so only what the mode lets any user
  * open (read, and search on the directory above) is placed. How many follows what the shim used
- * of the last batch (the window below). */
+ * of the last batch (the window below). The walk then goes on, on the run's walk-ahead thread,
+ * to the next batch, which the next ask takes when it comes from where that batch begins and
+ * nothing changed since the walk's first ask; its publications are made only while no host
+ * directory began to change (cv_answers_publish_begin). */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,49 +53,70 @@ struct frame {
     uint32_t norder, next;
 };
 
+/* An object the walk opened ahead (our fd), for the next free slot. */
+struct found {
+    int fd;
+    uint64_t dev, ino;
+};
+
 struct walk {
-    struct cv_notif *n;
-    int sent[CV_PF_SLOTS]; /* our copies of what goes, in the order of the slots marked SENT */
-    int nsent;
+    struct cv_run *r;
+    pid_t pid;        /* the process walking */
     struct cv_pf_ask ask;
-    uint64_t tree_gen;
+    uint64_t tree_gen, changes; /* at its first ask: its publications hold while they do */
     int files;   /* files too, not only directories */
     int sorted;  /* in name order (ls -R opens so), not the listing's */
     int level;   /* what a publication must hold for the shim to find them */
-    int window;  /* how many more to place */
+    int want;    /* how many more to find */
     int opens;   /* budget left */
+    int ahead;   /* on the thread ahead: its publications checked against changes */
+    int dead;    /* a change began: what it found may not hold */
+    int ups;     /* directories above the first it went on into */
     int depth;
     struct frame f[DEPTH];
     char path[PATH_MAX];
+    struct found found[CV_PF_SLOTS + 1];
+    int nfound;
 };
 
-static int held(const struct walk *w, uint64_t dev, uint64_t ino) {
+static int held(const struct cv_pf_ask *ask, uint64_t dev, uint64_t ino) {
     for (int i = 0; i < CV_PF_SLOTS; i++)
-        if ((w->ask.slot[i].state == CV_PF_HELD || w->ask.slot[i].state == CV_PF_SENT) && w->ask.slot[i].dev == dev &&
-            w->ask.slot[i].ino == ino)
+        if ((ask->slot[i].state == CV_PF_HELD || ask->slot[i].state == CV_PF_SENT) && ask->slot[i].dev == dev &&
+            ask->slot[i].ino == ino)
             return 1;
     return 0;
 }
 
-/* A copy of fd goes to the next free slot of the shim's. */
-static void place(struct walk *w, int fd, const struct statx *st) {
-    for (int i = 0; i < CV_PF_SLOTS; i++) {
-        struct cv_pf_slot *s = &w->ask.slot[i];
-        if (s->state != CV_PF_FREE || s->fd < 0) continue;
-        int copy = fcntl(fd, F_DUPFD_CLOEXEC, 0);
-        if (copy < 0) break;
-        w->sent[w->nsent++] = copy;
-        s->state = CV_PF_SENT, s->flags = O_NONBLOCK;
-        s->dev = makedev(st->stx_dev_major, st->stx_dev_minor), s->ino = st->stx_ino;
-        w->window--;
+static void keep(struct walk *w, int fd, const struct statx *st) {
+    uint64_t dev = makedev(st->stx_dev_major, st->stx_dev_minor);
+    for (int i = 0; i < w->nfound; i++)
+        if (w->found[i].dev == dev && w->found[i].ino == st->stx_ino) return;
+    int copy = w->nfound < CV_PF_SLOTS + 1 ? fcntl(fd, F_DUPFD_CLOEXEC, 0) : -1;
+    if (copy < 0) {
+        w->want = 0;
         return;
     }
-    w->window = 0;
+    w->found[w->nfound++] = (struct found){copy, dev, st->stx_ino};
+    w->want--;
 }
 
-/* The copies, in one message over a socket put at the ask's number. How many went. */
-static int send_all(struct walk *w) {
-    int sv[2] = {-1, -1}, went = 0;
+static void drop_found(struct walk *w) {
+    for (int i = 0; i < w->nfound; i++) close(w->found[i].fd);
+    w->nfound = 0;
+}
+
+/* found[from...] into the ask's free slots (not what it holds already), window at the most, in
+ * one message over a socket put at the ask's number. How many went; found is emptied. */
+static int send_found(struct cv_notif *n, struct cv_pf_ask *ask, struct walk *w, int from, int window) {
+    int sent[CV_PF_SLOTS], nsent = 0, sv[2] = {-1, -1}, went = 0;
+    for (int i = from, s = 0; i < w->nfound && nsent < window; i++) {
+        if (held(ask, w->found[i].dev, w->found[i].ino)) continue;
+        while (s < CV_PF_SLOTS && (ask->slot[s].state != CV_PF_FREE || ask->slot[s].fd < 0)) s++;
+        if (s == CV_PF_SLOTS) break;
+        ask->slot[s].state = CV_PF_SENT, ask->slot[s].flags = O_NONBLOCK;
+        ask->slot[s].dev = w->found[i].dev, ask->slot[s].ino = w->found[i].ino;
+        sent[nsent++] = w->found[i].fd;
+    }
     union {
         char buf[CMSG_SPACE(sizeof(int) * CV_PF_SLOTS)];
         struct cmsghdr align;
@@ -99,18 +124,18 @@ static int send_all(struct walk *w) {
     char tag = 'F';
     struct iovec iov = {&tag, 1};
     struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
-                       .msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)w->nsent)};
+                       .msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)nsent)};
     struct cmsghdr *c = CMSG_FIRSTHDR(&m);
-    c->cmsg_level = SOL_SOCKET, c->cmsg_type = SCM_RIGHTS, c->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)w->nsent);
-    memcpy(CMSG_DATA(c), w->sent, sizeof(int) * (size_t)w->nsent);
-    if (w->nsent && w->ask.sock >= 0 && socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, sv) == 0 &&
-        sendmsg(sv[0], &m, MSG_DONTWAIT) == 1 && cv_guest_setfd(&w->n->g, sv[1], w->ask.sock, 1) == 0)
-        went = w->nsent;
+    c->cmsg_level = SOL_SOCKET, c->cmsg_type = SCM_RIGHTS, c->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)nsent);
+    memcpy(CMSG_DATA(c), sent, sizeof(int) * (size_t)nsent);
+    if (nsent && ask->sock >= 0 && socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, sv) == 0 &&
+        sendmsg(sv[0], &m, MSG_DONTWAIT) == 1 && cv_guest_setfd(&n->g, sv[1], ask->sock, 1) == 0)
+        went = nsent;
     for (int i = 0; i < 2; i++)
         if (sv[i] >= 0) close(sv[i]);
-    for (int i = 0; i < w->nsent; i++) close(w->sent[i]);
+    drop_found(w);
     for (int i = 0; i < CV_PF_SLOTS && !went; i++)
-        if (w->ask.slot[i].state == CV_PF_SENT) w->ask.slot[i].state = CV_PF_FREE;
+        if (ask->slot[i].state == CV_PF_SENT) ask->slot[i].state = CV_PF_FREE;
     return went;
 }
 
@@ -159,7 +184,7 @@ static const struct dirent64 *next_record(struct frame *f) {
  * the table's copy. One not published yet is published (its view is the kernel's when the
  * directory above it has that view), unless unknown says the walk cannot tell. */
 static int push(struct walk *w, int fd, const struct statx *ds, int level, int unknown) {
-    struct cv_run *r = w->n->run;
+    struct cv_run *r = w->r;
     struct cv_ans_id id = cv_ans_id_of(ds);
     struct frame *f = &w->f[w->depth];
     int had = cv_answers_level(r, &id);
@@ -172,8 +197,15 @@ static int push(struct walk *w, int fd, const struct statx *ds, int level, int u
     *f = (struct frame){fd, level, ds->stx_mode, makedev(ds->stx_dev_major, ds->stx_dev_minor), strlen(w->path),
                         {NULL, 0, 1, 0}, 0, NULL, 0, 0};
     if (had < level || cv_answers_listing_copy(r, &id, &f->l.buf, &f->l.len) < 0) {
-        if (cv_read_listing(fd, &f->l) == 0 && f->l.whole && lseek(fd, 0, SEEK_SET) == 0)
-            cv_publish_listed(r, fd, ds, level, &f->l, w->tree_gen, w->path);
+        if (cv_read_listing(fd, &f->l) == 0 && f->l.whole && lseek(fd, 0, SEEK_SET) == 0) {
+            /* ahead: only while no directory began to change since the walk's first ask */
+            if (!w->ahead) cv_publish_listed(r, fd, ds, level, &f->l, w->tree_gen, w->path);
+            else if (cv_answers_publish_begin(r, w->changes)) {
+                cv_publish_listed(r, fd, ds, level, &f->l, w->tree_gen, w->path);
+                cv_answers_publish_end(r);
+            } else
+                w->dead = 1;
+        }
     }
     if (!f->l.buf || cv_answers_level(r, &id) < level || (w->sorted && sort_names(f) < 0)) {
         free(f->l.buf); /* else the shim could find none of it */
@@ -220,14 +252,15 @@ static void step(struct walk *w) {
     const char *name = d->d_name;
     int dir = d->d_type == DT_DIR;
     if (dots(name) || !(f->mode & S_IXOTH)) return;
-    if (!dir && (d->d_type != DT_REG || !w->files || f->level < CV_ANS_ENTRIES || held(w, f->dev, d->d_ino))) return;
+    if (!dir && (d->d_type != DT_REG || !w->files || f->level < CV_ANS_ENTRIES || held(&w->ask, f->dev, d->d_ino)))
+        return;
     size_t nlen = strlen(name);
     if (f->plen + 1 + nlen >= sizeof w->path) return;
     w->path[f->plen] = '/';
     memcpy(w->path + f->plen + 1, name, nlen + 1);
     struct statx st;
     int fd = -1;
-    if (!cv_answers_kernel_made(w->path) && !(dir && cv_vfs_holds_hidden(w->n->run, w->path))) {
+    if (!cv_answers_kernel_made(w->path) && !(dir && cv_vfs_holds_hidden(w->r, w->path))) {
         w->opens--;
         fd = open_in(f->fd, name, dir, &st);
     }
@@ -236,7 +269,7 @@ static void step(struct walk *w) {
         close(fd);
         fd = -1;
     }
-    if (fd >= 0 && !held(w, makedev(st.stx_dev_major, st.stx_dev_minor), st.stx_ino)) place(w, fd, &st);
+    if (fd >= 0) keep(w, fd, &st);
     /* a directory is published even when the last one placed: the shim serves its listing */
     if (fd >= 0 && dir && push(w, fd, &st, f->level, 0) == 0) return;
     if (fd >= 0 && !dir) close(fd);
@@ -260,7 +293,7 @@ static int ascend(struct walk *w) {
         return -1;
     }
     struct cv_ans_id id = cv_ans_id_of(&st);
-    if (!cv_answers_listed(w->n->run, &id)) {
+    if (!cv_answers_listed(w->r, &id)) {
         close(fd);
         return -1;
     }
@@ -269,65 +302,188 @@ static int ascend(struct walk *w) {
     return 0;
 }
 
-void cv_notif_prefetch(struct cv_notif *n, const struct cv_vnode *v, uint64_t ask_addr, uint64_t tree_gen) {
-    int dir = S_ISDIR(v->st.st_mode);
-    size_t plen = v->vpath && *v->name ? (size_t)(v->name - v->vpath) - 1 : 0;
-    if (!ask_addr || !tree_gen || !cv_kernel_view(v) || (!dir && !S_ISREG(v->st.st_mode)) || !plen ||
-        plen + 1 + strlen(v->name) >= PATH_MAX)
-        return;
-    struct walk *w = malloc(sizeof *w);
+/* On until want are found, the walk ends or a change began. */
+static void walk_on(struct walk *w) {
+    w->opens = OPENS_MAX;
+    while (w->want > 0 && w->opens > 0 && !w->dead && (w->depth || (w->ups < DEPTH && (w->ups++, ascend(w) == 0))))
+        step(w);
+}
+
+static void walk_free(struct walk *w) {
     if (!w) return;
-    w->window = 0;
-    w->n = n, w->tree_gen = tree_gen, w->depth = 0, w->opens = OPENS_MAX, w->nsent = 0;
-    if (cv_guest_read(&n->g, ask_addr, &w->ask, sizeof w->ask) < 0 || w->ask.magic != CV_PF_MAGIC) {
-        free(w);
+    while (w->depth) pop(w);
+    drop_found(w);
+    free(w);
+}
+
+/* The run's thread ahead: the walk the receiver handed over after answering an ask, walked on
+ * to the next batch while the guest uses this one. */
+struct cv_prefetcher {
+    pthread_t thread;
+    pthread_mutex_t lock;
+    pthread_cond_t more, done;
+    struct walk *w; /* the walk it holds, NULL: none */
+    int busy, stopping;
+};
+
+static void *ahead_main(void *arg) {
+    struct cv_prefetcher *p = arg;
+    pthread_mutex_lock(&p->lock);
+    for (;;) {
+        while (!p->busy && !p->stopping) pthread_cond_wait(&p->more, &p->lock);
+        if (p->stopping) break;
+        struct walk *w = p->w;
+        pthread_mutex_unlock(&p->lock);
+        walk_on(w);
+        pthread_mutex_lock(&p->lock);
+        p->busy = 0;
+        pthread_cond_broadcast(&p->done);
+    }
+    pthread_mutex_unlock(&p->lock);
+    return NULL;
+}
+
+/* The walk ahead, done (NULL: none), taken from the thread. */
+static struct walk *take(struct cv_run *r) {
+    struct cv_prefetcher *p = r->prefetcher;
+    if (!p) return NULL;
+    pthread_mutex_lock(&p->lock);
+    while (p->busy) pthread_cond_wait(&p->done, &p->lock);
+    struct walk *w = p->w;
+    p->w = NULL;
+    pthread_mutex_unlock(&p->lock);
+    return w;
+}
+
+static void hand_over(struct cv_run *r, struct walk *w) {
+    struct cv_prefetcher *p = r->prefetcher;
+    if (!p && (p = calloc(1, sizeof *p))) {
+        pthread_mutex_init(&p->lock, NULL);
+        pthread_cond_init(&p->more, NULL);
+        pthread_cond_init(&p->done, NULL);
+        if (pthread_create(&p->thread, NULL, ahead_main, p) != 0) {
+            pthread_cond_destroy(&p->done);
+            pthread_cond_destroy(&p->more);
+            pthread_mutex_destroy(&p->lock);
+            free(p);
+            p = NULL;
+        }
+        r->prefetcher = p;
+    }
+    if (!p) {
+        walk_free(w);
         return;
     }
+    pthread_mutex_lock(&p->lock);
+    p->w = w, p->busy = 1;
+    pthread_cond_signal(&p->more);
+    pthread_mutex_unlock(&p->lock);
+}
+
+void cv_prefetch_stop(struct cv_run *r) {
+    struct cv_prefetcher *p = r->prefetcher;
+    if (!p) return;
+    pthread_mutex_lock(&p->lock);
+    p->stopping = 1;
+    pthread_cond_signal(&p->more);
+    pthread_mutex_unlock(&p->lock);
+    pthread_join(p->thread, NULL);
+    walk_free(p->w);
+    pthread_cond_destroy(&p->done);
+    pthread_cond_destroy(&p->more);
+    pthread_mutex_destroy(&p->lock);
+    free(p);
+    r->prefetcher = NULL;
+}
+
+/* Where the walk ahead found v among the first few (the guest opened those before it itself,
+ * or skipped them), -1: not there. */
+#define SKIPPED_MAX 2
+static int found_at(const struct walk *w, const struct cv_vnode *v) {
+    for (int i = 0; i < w->nfound && i <= SKIPPED_MAX; i++)
+        if (w->found[i].dev == (uint64_t)v->st.st_dev && w->found[i].ino == (uint64_t)v->st.st_ino) return i;
+    return -1;
+}
+
+/* How many the shim takes at its next ask when it used this batch. */
+static int next_window(int window) { return window >= CV_PF_SLOTS / 2 ? CV_PF_SLOTS : window < 2 ? 2 : window * 2; }
+
+void cv_notif_prefetch(struct cv_notif *n, const struct cv_vnode *v, uint64_t ask_addr, uint64_t tree_gen) {
+    struct cv_run *r = n->run;
+    int dir = S_ISDIR(v->st.st_mode);
+    size_t plen = v->vpath && *v->name ? (size_t)(v->name - v->vpath) - 1 : 0;
+    struct cv_pf_ask ask;
+    if (!ask_addr || !tree_gen || !cv_kernel_view(v) || (!dir && !S_ISREG(v->st.st_mode)) || !plen ||
+        plen + 1 + strlen(v->name) >= PATH_MAX || cv_guest_read(&n->g, ask_addr, &ask, sizeof ask) < 0 ||
+        ask.magic != CV_PF_MAGIC)
+        return;
     /* twice the last, from 2. When the shim used less than half of what was placed, the other
      * order (ls -R opens in name order, not the listing's) at once, as many; when that was not
      * followed either, a quarter of it, down to none: the shim then asks only once in 32 opens
      * it could, fewer after each such ask not followed (shim/prefetch.c), and such an ask gets 2 */
-    uint32_t last = w->ask.window;
-    if (w->ask.placed && w->ask.hits * 2 < w->ask.placed) {
-        w->ask.sorted = !w->ask.sorted;
-        w->ask.turned = !w->ask.turned;
-        w->window = w->ask.turned ? (int)(last < 2 ? 2 : last) : (int)(last / 4);
+    int window;
+    uint32_t last = ask.window;
+    if (ask.placed && ask.hits * 2 < ask.placed) {
+        ask.sorted = !ask.sorted;
+        ask.turned = !ask.turned;
+        window = ask.turned ? (int)(last < 2 ? 2 : last) : (int)(last / 4);
     } else {
-        w->ask.turned = 0;
-        w->window = last >= CV_PF_SLOTS / 2 ? CV_PF_SLOTS : last < 2 ? 2 : (int)(last * 2);
+        ask.turned = 0;
+        window = next_window((int)(last > CV_PF_SLOTS ? CV_PF_SLOTS : last));
     }
-    w->ask.window = (uint32_t)w->window;
-    w->ask.taken = 1;
-    w->files = !dir || w->ask.files;
-    w->sorted = w->ask.sorted == 1;
-    w->level = w->files ? CV_ANS_ENTRIES : CV_ANS_DIRS_ONLY;
-    w->ask.placed = 0;
-    if (!w->window) {
-        cv_guest_write(&n->g, ask_addr, &w->ask, offsetof(struct cv_pf_ask, slot));
-        free(w);
+    ask.window = (uint32_t)window;
+    ask.taken = 1;
+    ask.placed = 0;
+    int files = !dir || ask.files, sorted = ask.sorted == 1;
+    /* the walk ahead, when it went on from this very object, in this order, with nothing
+     * changed since it began */
+    struct walk *w = take(r);
+    int from = w ? found_at(w, v) + 1 : 0; /* after what the guest opens now */
+    if (w && (w->pid != (pid_t)n->req->pid || w->dead || !from || w->files != files || w->sorted != sorted ||
+              cv_answers_dir_changes(r) != w->changes || cv_answers_tree_gen(r) != w->tree_gen)) {
+        walk_free(w);
+        w = NULL;
+        from = 0;
+    }
+    if (!window) {
+        walk_free(w);
+        cv_guest_write(&n->g, ask_addr, &ask, offsetof(struct cv_pf_ask, slot));
         return;
     }
-    /* the directory holding it, from just after its name; before that, a directory's entries */
-    memcpy(w->path, v->vpath, plen);
-    w->path[plen] = 0;
-    struct statx st;
-    int fd = cv_reopen_dir(v->psrc, O_RDONLY | O_DIRECTORY);
-    if (fd >= 0 && (statx(fd, "", AT_EMPTY_PATH, STAT_MASK, &st) < 0 || !(st.stx_mask & STATX_MNT_ID))) {
-        close(fd);
-        fd = -1;
+    if (!w) {
+        if (!(w = calloc(1, sizeof *w))) return;
+        w->r = r, w->pid = (pid_t)n->req->pid, w->ask = ask, w->tree_gen = tree_gen;
+        w->changes = cv_answers_dir_changes(r), w->files = files, w->sorted = sorted;
+        w->level = files ? CV_ANS_ENTRIES : CV_ANS_DIRS_ONLY, w->want = window;
+        /* the directory holding it, from just after its name; before that, a directory's entries */
+        memcpy(w->path, v->vpath, plen);
+        w->path[plen] = 0;
+        struct statx st;
+        int fd = cv_reopen_dir(v->psrc, O_RDONLY | O_DIRECTORY);
+        if (fd >= 0 && (statx(fd, "", AT_EMPTY_PATH, STAT_MASK, &st) < 0 || !(st.stx_mask & STATX_MNT_ID))) {
+            close(fd);
+            fd = -1;
+        }
+        if (fd >= 0 && push(w, fd, &st, w->level, 0) == 0) skip_past(&w->f[0], v->name);
+        if (dir) { /* as its open just published it (handlers/open.c) */
+            w->path[plen] = '/';
+            memcpy(w->path + plen + 1, v->name, strlen(v->name) + 1);
+            fd = open_in(w->depth ? w->f[0].fd : v->psrc, v->name, 1, &st);
+            if (fd < 0 || push(w, fd, &st, w->level, 0) < 0) w->path[plen] = 0;
+        }
+        walk_on(w);
     }
-    if (fd >= 0 && push(w, fd, &st, w->level, 0) == 0) skip_past(&w->f[0], v->name);
-    if (dir) { /* as its open just published it (handlers/open.c) */
-        w->path[plen] = '/';
-        memcpy(w->path + plen + 1, v->name, strlen(v->name) + 1);
-        fd = open_in(w->depth ? w->f[0].fd : v->psrc, v->name, 1, &st);
-        if (fd < 0 || push(w, fd, &st, w->level, 0) < 0) w->path[plen] = 0;
+    ask.placed = (uint32_t)send_found(n, &ask, w, from, window);
+    ask.files |= (uint32_t)files;
+    cv_guest_write(&n->g, ask_addr, &ask, sizeof ask);
+    /* on, ahead: the object the guest will ask from next, then its next batch */
+    if (!w->depth && w->ups >= DEPTH) {
+        walk_free(w);
+        return;
     }
-    for (int up = 0; w->window > 0 && w->opens > 0 && (w->depth || (up++ < DEPTH && ascend(w) == 0));)
-        step(w);
-    while (w->depth) pop(w);
-    w->ask.placed = (uint32_t)send_all(w);
-    w->ask.files |= (uint32_t)w->files;
-    cv_guest_write(&n->g, ask_addr, &w->ask, sizeof w->ask);
-    free(w);
+    int slots = 0; /* the ask's own, which its next batch fills at the most */
+    for (int i = 0; i < CV_PF_SLOTS; i++) slots += ask.slot[i].fd >= 0 && ask.slot[i].state != CV_PF_OFF;
+    int next = next_window(window);
+    w->ask = ask, w->ahead = 1, w->want = 1 + (next < slots ? next : slots);
+    hand_over(r, w);
 }

@@ -1,5 +1,6 @@
 /* The run's answer table (common/answers_fmt.h, supervisor/answers.h). The receiver thread
- * writes it; a mutex keeps a handler on another thread from writing the same slot. */
+ * writes it, and the walk-ahead thread publishes directories (handlers/prefetch.c); a mutex
+ * keeps two threads from writing the same slot. */
 #include "supervisor/answers.h"
 
 #include <errno.h>
@@ -23,7 +24,12 @@ struct cv_answers {
     pthread_mutex_t lock;
     int fd; /* the memfd, read-write: the guests get read-only opens of it */
     struct cv_ans_head *head;
-    uint64_t serial; /* the last directory publication's (receiver thread) */
+    uint64_t serial; /* the last directory publication's */
+    /* A publication made off the receiver thread (the walk ahead, handlers/prefetch.c) holds this
+     * from its check of the count to its last record; a directory about to change counts, with
+     * it held, first. */
+    pthread_mutex_t publishing;
+    uint64_t dir_changes;
 };
 
 static pthread_mutex_t make_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -58,6 +64,7 @@ static struct cv_answers *table(struct cv_run *r, int make) {
     a = r->answers;
     if (!a && (a = calloc(1, sizeof *a))) {
         pthread_mutex_init(&a->lock, NULL);
+        pthread_mutex_init(&a->publishing, NULL);
         a->fd = memfd_create("cvisor-answers", MFD_CLOEXEC | MFD_ALLOW_SEALING);
         void *m = MAP_FAILED;
         if (a->fd >= 0 && ftruncate(a->fd, (off_t)CV_ANS_BYTES) == 0)
@@ -68,6 +75,7 @@ static struct cv_answers *table(struct cv_run *r, int make) {
             if (m != MAP_FAILED) munmap(m, CV_ANS_BYTES);
             if (a->fd >= 0) close(a->fd);
             pthread_mutex_destroy(&a->lock);
+            pthread_mutex_destroy(&a->publishing);
             free(a);
             a = NULL;
         } else {
@@ -227,7 +235,26 @@ int cv_answers_level(struct cv_run *r, const struct cv_ans_id *id) {
 
 uint64_t cv_answers_serial(struct cv_run *r) {
     struct cv_answers *a = table(r, 0);
-    return a ? ++a->serial : 0;
+    return a ? __atomic_add_fetch(&a->serial, 1, __ATOMIC_RELAXED) : 0;
+}
+
+uint64_t cv_answers_dir_changes(struct cv_run *r) {
+    struct cv_answers *a = table(r, 0);
+    return a ? __atomic_load_n(&a->dir_changes, __ATOMIC_ACQUIRE) : 0;
+}
+
+int cv_answers_publish_begin(struct cv_run *r, uint64_t changes) {
+    struct cv_answers *a = table(r, 0);
+    if (!a) return 0;
+    pthread_mutex_lock(&a->publishing);
+    if (__atomic_load_n(&a->dir_changes, __ATOMIC_ACQUIRE) == changes) return 1;
+    pthread_mutex_unlock(&a->publishing);
+    return 0;
+}
+
+void cv_answers_publish_end(struct cv_run *r) {
+    struct cv_answers *a = table(r, 0);
+    if (a) pthread_mutex_unlock(&a->publishing);
 }
 
 void cv_answers_put_entry(struct cv_run *r, uint64_t serial, const struct cv_ans_id *dir, const char *name,
@@ -325,6 +352,9 @@ void cv_answers_dir_changing(struct cv_run *r, dev_t dev, ino_t ino) {
     if (!a) return;
     struct cv_ans_id key = {0, (uint64_t)dev, (uint64_t)ino};
     uint32_t hash = cv_ans_did_hash(&key);
+    pthread_mutex_lock(&a->publishing);
+    __atomic_add_fetch(&a->dir_changes, 1, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&a->publishing);
     pthread_mutex_lock(&a->lock);
     struct cv_ans_did *d = cv_ans_did_set(a->head, hash);
     for (uint32_t w = 0; w < CV_ANS_WAYS; w++, d++) {
@@ -342,6 +372,7 @@ void cv_answers_free(struct cv_run *r) {
     munmap(a->head, CV_ANS_BYTES);
     close(a->fd);
     pthread_mutex_destroy(&a->lock);
+    pthread_mutex_destroy(&a->publishing);
     free(a);
     r->answers = NULL;
 }

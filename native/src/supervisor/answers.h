@@ -1,7 +1,8 @@
 /* The run's answer table (common/answers_fmt.h): made on a guest's first ask, written by the
  * supervisor as it answers (on the receiver thread: the only one that answers the calls it
- * records or that change names), and moved to a new generation by every change that could make
- * a record wrong. */
+ * records or that change names; the walk-ahead thread publishes directories too, see
+ * cv_answers_publish_begin), and moved to a new generation by every change that could make a
+ * record wrong. */
 #ifndef CV_SUPERVISOR_ANSWERS_H
 #define CV_SUPERVISOR_ANSWERS_H
 
@@ -70,6 +71,13 @@ void cv_answers_put_entry(struct cv_run *r, uint64_t serial, const struct cv_ans
 /* Its listing first (getdents64 records, whole: len a multiple of 8, at most CV_ANS_LIST_MAX):
  * where it lies, for the identity record, or UINT64_MAX (no table, too long). */
 uint64_t cv_answers_put_listing(struct cv_run *r, const void *records, size_t len);
+/* How many times a host directory's records went because it was about to change (it gets a
+ * twin). A publication off the receiver thread (the walk ahead, handlers/prefetch.c) is made
+ * between cv_answers_publish_begin, which says 0 (and holds nothing) when the count moved since
+ * `changes`, and cv_answers_publish_end: no change comes between its check and its records. */
+uint64_t cv_answers_dir_changes(struct cv_run *r);
+int cv_answers_publish_begin(struct cv_run *r, uint64_t changes);
+void cv_answers_publish_end(struct cv_run *r);
 /* A copy (malloc'd) of the published listing of the directory id: 0, or -1 without one. */
 int cv_answers_listing_copy(struct cv_run *r, const struct cv_ans_id *id, char **buf, size_t *len);
 void cv_answers_put_did(struct cv_run *r, const struct cv_ans_id *id, uint64_t serial, int level, uint64_t list_at,

@@ -256,6 +256,7 @@ void *cv_receiver_main(void *arg) {
     uint64_t one = 1;
     if (r->ending_efd >= 0 && write(r->ending_efd, &one, sizeof one) < 0) { /* readable anyway */ }
     cv_limits_stop(r); /* after the ending_efd write: the disk thread has left its wait */
+    cv_prefetch_stop(r);
     cv_fifo_release_all(r);
     cv_hook_drop_parked(r);
     finish(r, &s, timed_out, killed);

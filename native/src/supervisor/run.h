@@ -110,6 +110,7 @@ struct cv_run {
     int walk_level;             /* what the last stat-driven publication had to hold (handlers/statpub.c) */
     uint64_t walk_at;           /* and when (CLOCK_MONOTONIC ns) */
     struct cv_misses *misses;   /* the guest's misses by directory (handlers/statpub.c), made at the first */
+    struct cv_prefetcher *prefetcher; /* the walk ahead's thread (handlers/prefetch.c), made at the first */
     struct cv_copied *copied;   /* files copied up this run, for fds opened before (handlers/notif.c) */
     size_t ncopied, copied_cap;
     uint32_t *copied_index;     /* open addressing by inode: 1 + an index into copied, 0 empty */
