@@ -106,10 +106,11 @@ static void drop_found(struct walk *w) {
 }
 
 /* found[from...] into the ask's free slots (not what it holds already), window at the most, in
- * one message over a socket put at the ask's number. How many went; found is emptied. */
+ * one message over a socket put at the ask's number. How many went. What found holds after is
+ * what did not fit, the walk's next in its order (nothing when the message did not go). */
 static int send_found(struct cv_notif *n, struct cv_pf_ask *ask, struct walk *w, int from, int window) {
-    int sent[CV_PF_SLOTS], nsent = 0, sv[2] = {-1, -1}, went = 0;
-    for (int i = from, s = 0; i < w->nfound && nsent < window; i++) {
+    int sent[CV_PF_SLOTS], nsent = 0, sv[2] = {-1, -1}, went = 0, i = from;
+    for (int s = 0; i < w->nfound && nsent < window; i++) {
         if (held(ask, w->found[i].dev, w->found[i].ino)) continue;
         while (s < CV_PF_SLOTS && (ask->slot[s].state != CV_PF_FREE || ask->slot[s].fd < 0)) s++;
         if (s == CV_PF_SLOTS) break;
@@ -131,11 +132,14 @@ static int send_found(struct cv_notif *n, struct cv_pf_ask *ask, struct walk *w,
     if (nsent && ask->sock >= 0 && socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, sv) == 0 &&
         sendmsg(sv[0], &m, MSG_DONTWAIT) == 1 && cv_guest_setfd(&n->g, sv[1], ask->sock, 1) == 0)
         went = nsent;
-    for (int i = 0; i < 2; i++)
-        if (sv[i] >= 0) close(sv[i]);
-    drop_found(w);
-    for (int i = 0; i < CV_PF_SLOTS && !went; i++)
-        if (ask->slot[i].state == CV_PF_SENT) ask->slot[i].state = CV_PF_FREE;
+    for (int k = 0; k < 2; k++)
+        if (sv[k] >= 0) close(sv[k]);
+    int left = went ? w->nfound - i : 0;
+    for (int k = 0; k < w->nfound - left; k++) close(w->found[k].fd);
+    memmove(w->found, w->found + (w->nfound - left), sizeof *w->found * (size_t)left);
+    w->nfound = left;
+    for (int k = 0; k < CV_PF_SLOTS && !went; k++)
+        if (ask->slot[k].state == CV_PF_SENT) ask->slot[k].state = CV_PF_FREE;
     return went;
 }
 
@@ -396,11 +400,10 @@ void cv_prefetch_stop(struct cv_run *r) {
     r->prefetcher = NULL;
 }
 
-/* Where the walk ahead found v among the first few (the guest opened those before it itself,
- * or skipped them), -1: not there. */
-#define SKIPPED_MAX 2
+/* Where the walk ahead found v (the guest opened those before it without asking: tar, once the
+ * directory holding one is no longer among the last it listed), -1: not there. */
 static int found_at(const struct walk *w, const struct cv_vnode *v) {
-    for (int i = 0; i < w->nfound && i <= SKIPPED_MAX; i++)
+    for (int i = 0; i < w->nfound; i++)
         if (w->found[i].dev == (uint64_t)v->st.st_dev && w->found[i].ino == (uint64_t)v->st.st_ino) return i;
     return -1;
 }
@@ -484,6 +487,6 @@ void cv_notif_prefetch(struct cv_notif *n, const struct cv_vnode *v, uint64_t as
     int slots = 0; /* the ask's own, which its next batch fills at the most */
     for (int i = 0; i < CV_PF_SLOTS; i++) slots += ask.slot[i].fd >= 0 && ask.slot[i].state != CV_PF_OFF;
     int next = next_window(window);
-    w->ask = ask, w->ahead = 1, w->want = 1 + (next < slots ? next : slots);
+    w->ask = ask, w->ahead = 1, w->want = 1 + (next < slots ? next : slots) - w->nfound;
     hand_over(r, w);
 }
