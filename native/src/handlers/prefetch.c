@@ -438,8 +438,8 @@ void cv_notif_prefetch(struct cv_notif *n, const struct cv_vnode *v, uint64_t as
     ask.taken = 1;
     ask.placed = 0;
     int files = !dir || ask.files, sorted = ask.sorted == 1;
-    /* the walk ahead, when it went on from this very object, in this order, with nothing
-     * changed since it began */
+    /* the walk ahead, when what it found holds the object the guest opens now, for this
+     * process, in this order, with nothing changed since it began */
     struct walk *w = take(r);
     int from = w ? found_at(w, v) + 1 : 0; /* after what the guest opens now */
     if (w && (w->pid != (pid_t)n->req->pid || w->dead || !from || w->files != files || w->sorted != sorted ||
