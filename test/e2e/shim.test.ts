@@ -150,8 +150,7 @@ gtest(
   "a walk's lstat in sibling directories is answered from their publication, a few notified",
   async (fx) => {
     const tree = path.join(fx.scratch, "siblings");
-    for (let d = 0; d < DIRS; d++)
-      for (let f = 0; f < 10; f++) writeFile(path.join(tree, `m${d}`, `f${f}`), "x");
+    siblingDirs(tree);
     const empty = path.join(fx.scratch, "empty");
     mkdirSync(empty);
     const walk = await cvisor(["--json"], [PYTHON3, "-c", SIBLINGS_PY, tree]);
@@ -209,8 +208,7 @@ gtest(
   "look-ups in a few scattered subdirectories publish those alone, not their siblings",
   async (fx) => {
     const tree = path.join(fx.scratch, "scattered");
-    for (let d = 0; d < DIRS; d++)
-      for (let f = 0; f < 10; f++) writeFile(path.join(tree, `m${d}`, `f${f}`), "x");
+    siblingDirs(tree);
     const look = await cvisor(["--json"], [PYTHON3, "-c", SCATTERED_PY, tree, ...SCATTERED]);
     assert.equal(look.code, 0, show(look));
     assert.equal(look.out, `looked ${SCATTERED.length}\n`, show(look));
@@ -225,6 +223,12 @@ gtest(
   },
   { skip, timeout: 60_000 },
 );
+
+/** DIRS directories m0, m1, ... of root, each with ten files f0...f9. */
+function siblingDirs(root: string): void {
+  for (let d = 0; d < DIRS; d++)
+    for (let f = 0; f < 10; f++) writeFile(path.join(root, `m${d}`, `f${f}`), "x");
+}
 
 function writeFile(p: string, text: string): void {
   mkdirSync(path.dirname(p), { recursive: true });

@@ -151,8 +151,6 @@ static void pop(struct walk *w) {
     if (w->depth) w->path[w->f[w->depth - 1].plen] = 0;
 }
 
-static int dots(const char *name) { return name[0] == '.' && (!name[1] || (name[1] == '.' && !name[2])); }
-
 static int by_name(const void *x, const void *y, void *buf) {
     const struct dirent64 *a = (const void *)((const char *)buf + *(const uint32_t *)x),
                           *b = (const void *)((const char *)buf + *(const uint32_t *)y);
@@ -167,7 +165,7 @@ static int sort_names(struct frame *f) {
     if (!(f->order = malloc(sizeof *f->order * (n ? n : 1)))) return -1;
     for (size_t off = 0; off < f->l.len;) {
         const struct dirent64 *d = (const void *)(f->l.buf + off);
-        if (!dots(d->d_name)) f->order[f->norder++] = (uint32_t)off;
+        if (!cv_dots(d->d_name)) f->order[f->norder++] = (uint32_t)off;
         off += d->d_reclen;
     }
     qsort_r(f->order, f->norder, sizeof *f->order, by_name, f->l.buf);
@@ -255,7 +253,7 @@ static void step(struct walk *w) {
     }
     const char *name = d->d_name;
     int dir = d->d_type == DT_DIR;
-    if (dots(name) || !(f->mode & S_IXOTH)) return;
+    if (cv_dots(name) || !(f->mode & S_IXOTH)) return;
     if (!dir && (d->d_type != DT_REG || !w->files || f->level < CV_ANS_ENTRIES || held(&w->ask, f->dev, d->d_ino)))
         return;
     size_t nlen = strlen(name);

@@ -107,15 +107,13 @@ static struct misses *miss(struct cv_run *r, const char *dir) {
     return m;
 }
 
-static int dots(const char *name) { return name[0] == '.' && (!name[1] || (name[1] == '.' && !name[2])); }
-
 /* Entries in a getdents64 batch, . and .. left out. */
 static uint32_t names_in(const char *buf, long len) {
     uint32_t n = 0;
     for (long off = 0; off < len;) {
         const struct dirent64 *d = (const void *)(buf + off); /* the kernel's layout */
         off += d->d_reclen;
-        n += !dots(d->d_name);
+        n += !cv_dots(d->d_name);
     }
     return n;
 }
@@ -162,7 +160,7 @@ static void publish_batch(struct publication *p, const char *buf, size_t len) {
         const struct dirent64 *d = (const void *)(buf + off);
         off += d->d_reclen;
         const char *name = d->d_name;
-        if (dots(name) || (p->level == CV_ANS_DIRS_ONLY && d->d_type != DT_DIR && d->d_type != DT_UNKNOWN)) continue;
+        if (cv_dots(name) || (p->level == CV_ANS_DIRS_ONLY && d->d_type != DT_DIR && d->d_type != DT_UNKNOWN)) continue;
         struct statx st;
         if (statx(p->fd, name, AT_SYMLINK_NOFOLLOW | AT_STATX_SYNC_AS_STAT, STATX_BASIC_STATS | STATX_BTIME, &st) < 0)
             continue;
@@ -209,7 +207,7 @@ static uint32_t subdir_before(const struct cv_listing *l, const char *name) {
     for (size_t off = 0; off < l->len;) {
         const struct dirent64 *d = (const void *)(l->buf + off);
         off += d->d_reclen;
-        if (d->d_type == DT_DIR && !dots(d->d_name) && strcmp(d->d_name, name) < 0 &&
+        if (d->d_type == DT_DIR && !cv_dots(d->d_name) && strcmp(d->d_name, name) < 0 &&
             (!best || strcmp(d->d_name, best) > 0))
             best = d->d_name;
     }
@@ -254,7 +252,7 @@ static void publish_siblings(struct cv_notif *n, const char *dir, int level, uin
         const struct dirent64 *d = (const void *)(pl.buf + off);
         off += d->d_reclen;
         size_t nlen = strlen(d->d_name);
-        if (d->d_type != DT_DIR || dots(d->d_name) || strcmp(d->d_name, child) <= 0 || plen + 1 + nlen >= sizeof sub)
+        if (d->d_type != DT_DIR || cv_dots(d->d_name) || strcmp(d->d_name, child) <= 0 || plen + 1 + nlen >= sizeof sub)
             continue;
         memcpy(sub, parent, plen);
         sub[plen] = '/';

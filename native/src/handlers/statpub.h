@@ -28,6 +28,9 @@ int cv_read_listing(int fd, struct cv_listing *l);
 void cv_publish_listed(struct cv_run *r, int fd, const struct statx *ds, int level, const struct cv_listing *l,
                        uint64_t tree_gen, const char *vdir);
 
+/* "." or "..": the two records of a listing that name no entry. */
+static inline int cv_dots(const char *name) { return name[0] == '.' && (!name[1] || (name[1] == '.' && !name[2])); }
+
 /* The view of v's directory is the host's, entry for entry. */
 int cv_kernel_view(const struct cv_vnode *v);
 
