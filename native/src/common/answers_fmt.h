@@ -279,11 +279,11 @@ static inline int cv_ans_same_id(const struct cv_ans_id *a, const struct cv_ans_
     return a->mnt == b->mnt && a->dev == b->dev && a->ino == b->ino;
 }
 
-/* The identity of the directory at virtual path key (len bytes), good now: 1 with *id. */
-static inline int cv_ans_dir_get(const struct cv_ans_head *t, const char *key, uint32_t len, uint64_t now,
-                                 struct cv_ans_id *id) {
+/* The identity of the directory at virtual path key (len bytes, whose cv_ans_hash is hash), good
+ * now: 1 with *id. */
+static inline int cv_ans_dir_get_hashed(const struct cv_ans_head *t, const char *key, uint32_t len, uint32_t hash,
+                                        uint64_t now, struct cv_ans_id *id) {
     uint64_t gen = __atomic_load_n(&t->tree_gen, __ATOMIC_ACQUIRE);
-    uint32_t hash = cv_ans_hash(key, len);
     struct cv_ans_dir *d = cv_ans_dir_set(t, hash);
     const volatile uint32_t *hint = cv_ans_hints(t, CV_ANS_HINT_DIRS, CV_ANS_DIR_SETS, hash);
     for (uint32_t w = 0; w < CV_ANS_WAYS; w++, d++) {
@@ -300,6 +300,11 @@ static inline int cv_ans_dir_get(const struct cv_ans_head *t, const char *key, u
         return 1;
     }
     return 0;
+}
+
+static inline int cv_ans_dir_get(const struct cv_ans_head *t, const char *key, uint32_t len, uint64_t now,
+                                 struct cv_ans_id *id) {
+    return cv_ans_dir_get_hashed(t, key, len, cv_ans_hash(key, len), now, id);
 }
 
 /* The record of the directory id, good now: the serial its entries are published under (0:
@@ -383,6 +388,35 @@ static inline long cv_ans_listing(const struct cv_ans_head *t, const struct cv_a
         cv_ans_did_list(t, id, now, &again_at, &again_len) != serial || again_at != at)
         return -1;
     return (long)w;
+}
+
+/* Whether the published listing of the directory id holds name (len bytes): 1 it does, 0 it
+ * does not, -1 the table cannot tell (no listing, a record that does not parse, or the listing
+ * changed while it was read). */
+static inline int cv_ans_listing_holds(const struct cv_ans_head *t, const struct cv_ans_id *id, const char *name,
+                                       uint32_t len, uint64_t now) {
+    uint64_t at;
+    uint32_t n;
+    uint64_t serial = cv_ans_did_list(t, id, now, &at, &n);
+    if (!serial) return -1;
+    const volatile unsigned char *b =
+        (const volatile unsigned char *)(const void *)((const char *)t + CV_ANS_ENTS_END + (at & (CV_ANS_LIST_BYTES - 1)));
+    int found = 0;
+    for (uint32_t o = 0, rl; o < n && !found; o += rl) {
+        rl = (uint32_t)b[o + 16] | (uint32_t)b[o + 17] << 8; /* d_reclen, after d_ino and d_off */
+        if (rl < 24 || rl % 8 || rl > n - o) return -1;
+        const volatile unsigned char *nm = b + o + 19; /* d_name, after d_type */
+        uint32_t room = rl - 19, i = 0;
+        while (i < len && i < room && nm[i] == (unsigned char)name[i]) i++;
+        found = i == len && i < room && !nm[i];
+    }
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    uint64_t again_at;
+    uint32_t again_n;
+    if (__atomic_load_n(&t->list_end, __ATOMIC_RELAXED) > at + CV_ANS_LIST_BYTES ||
+        cv_ans_did_list(t, id, now, &again_at, &again_n) != serial || again_at != at)
+        return -1;
+    return found;
 }
 
 /* The entry `name` (len bytes) of the directory id, good now: 1 with its lstat and bits. */

@@ -45,7 +45,7 @@
 static int same(const char *a, const char *b);
 static void forget_cwd(void);
 static const char *in_cwd(const char *rel, char out[CV_ANS_KEY_MAX + 2]);
-static int served_enoent(const char *path);
+static int served_enoent(int fd, const char *path);
 static void follow_copies(int fd);
 
 /* The filter's test, made here first: an fd (not AT_FDCWD), AT_EMPTY_PATH and the path "". */
@@ -53,16 +53,16 @@ static const char *fd_only(long fd, const char *path, long flags) {
     return ((flags & AT_EMPTY_PATH) && (int)fd >= 0 && path && !path[0]) ? NULL : path;
 }
 
-/* A stat of an absolute path the table says is missing, with flags the kernel takes (it checks
- * them before the path): ENOENT without a call. */
+/* A stat of a path the table says is missing (served_enoent), with flags the kernel takes (it
+ * checks them before the path): ENOENT without a call. */
 #define STAT_FLAGS (AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT | AT_EMPTY_PATH)
-static int stat_missing(const char *path, long flags) {
-    return path && path[0] == '/' && !(flags & ~(long)STAT_FLAGS) && served_enoent(path);
+static int stat_missing(int fd, const char *path, long flags) {
+    return path && !(flags & ~(long)STAT_FLAGS) && served_enoent(fd, path);
 }
 
-static int statx_missing(const char *path, long flags, long mask) {
-    return path && path[0] == '/' && !(flags & ~(long)(STAT_FLAGS | AT_STATX_SYNC_TYPE)) &&
-           (flags & AT_STATX_SYNC_TYPE) != AT_STATX_SYNC_TYPE && !(mask & STATX__RESERVED) && served_enoent(path);
+static int statx_missing(int fd, const char *path, long flags, long mask) {
+    return path && !(flags & ~(long)(STAT_FLAGS | AT_STATX_SYNC_TYPE)) &&
+           (flags & AT_STATX_SYNC_TYPE) != AT_STATX_SYNC_TYPE && !(mask & STATX__RESERVED) && served_enoent(fd, path);
 }
 
 /* A stat the table holds the entry's lstat for (the directory's view is the host's): a link is
@@ -111,21 +111,21 @@ static int served_statx(int fd, const char *path, long flags, unsigned mask, str
 }
 
 static int shim_fstatat(int fd, const char *path, struct stat *buf, int flags) {
-    if (stat_missing(path, flags)) return -1;
     struct statx stx;
     uint32_t bits;
     if (buf && served_stat(fd, path, flags, &stx, &bits)) {
         stat_of(&stx, buf);
         return 0;
     }
+    if (stat_missing(fd, path, flags)) return -1;
     const char *p = fd_only(fd, path, flags);
     if (!p) follow_copies(fd); /* fstat: the fd's file may have been copied up */
     return (int)set_errno(raw6(SYS_newfstatat, fd, (long)p, (long)buf, flags, 0, 0));
 }
 
 static int shim_statx(int fd, const char *path, int flags, unsigned mask, void *buf) {
-    if (statx_missing(path, flags, mask)) return -1;
     if (buf && served_statx(fd, path, flags, mask, buf)) return 0;
+    if (statx_missing(fd, path, flags, mask)) return -1;
     const char *p = fd_only(fd, path, flags);
     if (!p) follow_copies(fd);
     return (int)set_errno(raw6(SYS_statx, fd, (long)p, flags, mask, (long)buf, 0));
@@ -139,10 +139,10 @@ static long shim_syscall(long nr, long a, long b, long c, long d, long e, long f
         return set_errno(r);
     }
     if (nr == SYS_newfstatat) {
-        if (stat_missing((const char *)b, d)) return -1;
+        if (stat_missing((int)a, (const char *)b, d)) return -1;
         b = (long)fd_only(a, (const char *)b, d);
     } else if (nr == SYS_statx) {
-        if (statx_missing((const char *)b, c, d)) return -1;
+        if (statx_missing((int)a, (const char *)b, c, d)) return -1;
         b = (long)fd_only(a, (const char *)b, c);
     }
     return set_errno(raw6(nr, a, b, c, d, e, f));
@@ -299,8 +299,13 @@ static long shim_readlinkat(int fd, const char *path, char *buf, size_t size) {
     return set_errno(raw6(SYS_readlinkat, fd, (long)path, (long)buf, (long)size, 0, 0));
 }
 
-/* A name the table says is missing, or one below a directory it says is: 1, errno ENOENT. */
-static int served_enoent(const char *path) {
+/* A name the table says is missing, or one below a directory it says is, or one the published
+ * listing of its directory does not hold (the directory's view is the host's:
+ * handlers/statpub.c; the listing goes when it is about to change), or one below such a name:
+ * 1, errno ENOENT. A relative path is the cwd's (fd AT_FDCWD). */
+static int served_enoent(int fd, const char *path) {
+    char full[CV_ANS_KEY_MAX + 2];
+    if (path[0] != '/' && (fd != AT_FDCWD || !(path = in_cwd(path, full)))) return 0;
     uint32_t len = cv_ans_key_ok(path);
     const struct cv_ans_head *t = len ? table() : NULL;
     if (!t) return 0;
@@ -310,17 +315,24 @@ static int served_enoent(const char *path) {
     uint64_t now = now_ns();
     /* Each directory above it, then the name itself: a key's prefix ending before a '/' is a
      * key too (no "." or ".." in it), its hash the key's hash so far, and no name below a
-     * missing one exists. */
+     * missing one exists. A directory with no listing in the table says nothing, nor one whose
+     * listing holds the next name. */
     uint32_t h = CV_ANS_HASH_SEED;
     for (uint32_t l = 0; l <= len; l++) {
-        if (l > 1 && (l == len || path[l] == '/') && cv_ans_get_hashed(t, path, l, h, now, &err, val, &vlen) &&
-            err == ENOENT) {
-            errno = ENOENT;
-            return 1;
+        if (l > 1 && (l == len || path[l] == '/')) {
+            if (cv_ans_get_hashed(t, path, l, h, now, &err, val, &vlen) && err == ENOENT) break;
+            uint32_t n = 0;
+            while (l + 1 + n < len && path[l + 1 + n] != '/') n++;
+            struct cv_ans_id id;
+            if (l < len && n <= CV_ANS_NAME_MAX && cv_ans_dir_get_hashed(t, path, l, h, now, &id) &&
+                !cv_ans_listing_holds(t, &id, path + l + 1, n, now))
+                break;
         }
-        if (l < len) h = cv_ans_hash_step(h, path[l]);
+        if (l == len) return 0;
+        h = cv_ans_hash_step(h, path[l]);
     }
-    return 0;
+    errno = ENOENT;
+    return 1;
 }
 
 /* The cwd as the supervisor last said it (getcwd), while no rename or removal in the view and
@@ -470,15 +482,14 @@ static int (*libc_open)(const char *, int, ...);
 static int (*libc_openat)(int, const char *, int, ...);
 static int (*libc_open_nocancel)(const char *, int, ...);
 
-/* An open the table says fails with ENOENT. Not one that may create (O_TMPFILE is two bits,
- * one of them O_DIRECTORY's: opendir's opens are served). */
-static int served_missing(const char *path, int flags) {
-    return path && path[0] == '/' && !(flags & O_CREAT) && (flags & __O_TMPFILE) != __O_TMPFILE &&
-           served_enoent(path);
+/* An open the table says fails with ENOENT (served_enoent). Not one that may create (O_TMPFILE is
+ * two bits, one of them O_DIRECTORY's: opendir's opens are served). */
+static int served_missing(int fd, const char *path, int flags) {
+    return path && !(flags & O_CREAT) && (flags & __O_TMPFILE) != __O_TMPFILE && served_enoent(fd, path);
 }
 
 static long shim_access(const char *path, int mode) {
-    if (path && path[0] == '/' && !(mode & ~(R_OK | W_OK | X_OK)) && served_enoent(path)) return -1;
+    if (path && !(mode & ~(R_OK | W_OK | X_OK)) && served_enoent(AT_FDCWD, path)) return -1;
     return set_errno(raw6(SYS_access, (long)path, mode, 0, 0, 0, 0));
 }
 
@@ -517,14 +528,14 @@ static int open_path(int dirfd, const char *path, int flags) {
 
 static int shim_open(const char *path, int flags, mode_t mode) {
     long r;
-    if (served_missing(path, flags)) return -1;
+    if (served_missing(AT_FDCWD, path, flags)) return -1;
     if (cv_pf_open(AT_FDCWD, path, flags, &r)) return (int)r;
     return AGAIN_IF_EMFILE((flags & O_PATH) ? open_path(AT_FDCWD, path, flags) : libc_open(path, flags, mode));
 }
 
 static int shim_openat(int fd, const char *path, int flags, mode_t mode) {
     long r;
-    if (served_missing(path, flags)) return -1;
+    if (served_missing(fd, path, flags)) return -1;
     if (cv_pf_open(fd, path, flags, &r)) return (int)r;
     return AGAIN_IF_EMFILE((flags & O_PATH) ? open_path(fd, path, flags) : libc_openat(fd, path, flags, mode));
 }
@@ -532,7 +543,7 @@ static int shim_openat(int fd, const char *path, int flags, mode_t mode) {
 /* glibc's own opens (opendir's, a locale's files, gconv's cache): what is missing, and a walk's. */
 static int shim_open_nocancel(const char *path, int flags, mode_t mode) {
     long r;
-    if (served_missing(path, flags)) return -1;
+    if (served_missing(AT_FDCWD, path, flags)) return -1;
     if (cv_pf_open(AT_FDCWD, path, flags, &r)) return (int)r;
     return AGAIN_IF_EMFILE(libc_open_nocancel(path, flags, mode));
 }
