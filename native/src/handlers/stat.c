@@ -83,7 +83,7 @@ static int resolve_arg_null(struct cv_notif *n, int dirfd, uint64_t addr, int fl
     struct cv_ans_gens g = cv_answers_gens(n->run);
     int missing;
     e = resolve_text(n, dirfd, path, flags, empty_ok, v, fd_only, &missing);
-    if (e == -ENOENT) cv_notif_missing(n, g, path, missing);
+    if (e == -ENOENT) cv_notif_missing(n, g, dirfd, path, missing);
     return e;
 }
 
@@ -211,7 +211,7 @@ static struct cv_reply do_readlink(struct cv_notif *n, int dirfd, uint64_t path,
     struct cv_vnode v;
     int fd_only, missing;
     e = resolve_text(n, dirfd, text, 0, 1, &v, &fd_only, &missing);
-    if (e == -ENOENT) cv_notif_missing(n, gen, text, missing);
+    if (e == -ENOENT) cv_notif_missing(n, gen, dirfd, text, missing);
     if (e < 0) return cv_err(-e);
     /* The guest's shim may serve this answer again: only under the path it wrote, and only when
      * that is the link's own symlink-free path (no other path names it). */

@@ -343,3 +343,38 @@ void cv_notif_publish_listing(struct cv_notif *n, const struct cv_vnode *v, uint
         cv_publish_listed(r, fd, &ds, level < CV_ANS_DIRS_ONLY ? CV_ANS_DIRS_ONLY : level, &l, tree_gen, v->vpath);
     free(l.buf);
 }
+
+/* A directory larger than this is not listed for a probe (/usr/include, 900 names: a header's
+ * look-up finds it there anyway), nor one with more subdirectories (its publication states
+ * each: /etc, where git looks for its config, has a hundred). */
+#define PROBED_MAX 16384 /* bytes of the directory */
+#define PROBED_SUBDIRS 32
+#define PROBED_UP 4 /* directories looked at above a missing one */
+
+static int probed_small(const struct stat *st) {
+    return S_ISDIR(st->st_mode) && st->st_size <= PROBED_MAX &&
+           (st->st_nlink == 1 ? st->st_size <= 4096 : st->st_nlink <= PROBED_SUBDIRS + 2);
+}
+
+void cv_notif_probed(struct cv_notif *n, int dirfd, const char *dir, uint64_t tree_gen) {
+    /* counted by the text: resolved once a window, at the second */
+    struct misses *m = miss(n->run, dir);
+    char p[CV_ANS_KEY_MAX + 1];
+    size_t len = strlen(dir);
+    if (!m || m->count != 2 || len >= sizeof p) return;
+    memcpy(p, dir, len + 1);
+    for (int up = 0; up < PROBED_UP; up++) {
+        struct cv_vnode v;
+        int e = cv_vresolve(&n->ctx, dirfd, p, 0, &v);
+        if (e < 0 && e != -ENOENT) return;
+        int exists = e == 0 && v.exists;
+        if (exists && probed_small(&v.st)) cv_notif_publish_listing(n, &v, tree_gen);
+        if (e == 0) cv_vnode_release(&v);
+        char *slash = strrchr(p, '/');
+        if (exists || slash == p || !strcmp(p, ".")) return;
+        if (slash)
+            *slash = 0;
+        else
+            memcpy(p, ".", 2); /* a relative name's own directory */
+    }
+}
