@@ -340,6 +340,18 @@ static inline uint64_t cv_ans_did_list(const struct cv_ans_head *t, const struct
     return *len ? serial : 0;
 }
 
+/* The listing of id read at `at` under serial is still what the table publishes (read after
+ * the copy): it is written over once the writer claimed past at + CV_ANS_LIST_BYTES, and its
+ * identity record changes when it is killed or published anew. */
+static inline int cv_ans_listing_still(const struct cv_ans_head *t, const struct cv_ans_id *id, uint64_t now,
+                                       uint64_t serial, uint64_t at) {
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    uint64_t again_at;
+    uint32_t again_len;
+    return __atomic_load_n(&t->list_end, __ATOMIC_RELAXED) <= at + CV_ANS_LIST_BYTES &&
+           cv_ans_did_list(t, id, now, &again_at, &again_len) == serial && again_at == at;
+}
+
 /* getdents64 from the published listing of the directory id, for an fd at offset pos (0: the
  * start; else the d_off of the record read last): the records that follow, as many as fit in cap
  * bytes, as the kernel gives them, and *last the d_off of the last one copied. The bytes copied
@@ -380,14 +392,7 @@ static inline long cv_ans_listing(const struct cv_ans_head *t, const struct cv_a
         w += rl;
     }
     if (!w && from < len) return -1;
-    __atomic_thread_fence(__ATOMIC_ACQUIRE);
-    /* overwritten once the writer claimed past at + CV_ANS_LIST_BYTES; killed or published anew */
-    uint64_t again_at;
-    uint32_t again_len;
-    if (__atomic_load_n(&t->list_end, __ATOMIC_RELAXED) > at + CV_ANS_LIST_BYTES ||
-        cv_ans_did_list(t, id, now, &again_at, &again_len) != serial || again_at != at)
-        return -1;
-    return (long)w;
+    return cv_ans_listing_still(t, id, now, serial, at) ? (long)w : -1;
 }
 
 /* Whether the published listing of the directory id holds name (len bytes): 1 it does, 0 it
@@ -410,13 +415,7 @@ static inline int cv_ans_listing_holds(const struct cv_ans_head *t, const struct
         while (i < len && i < room && nm[i] == (unsigned char)name[i]) i++;
         found = i == len && i < room && !nm[i];
     }
-    __atomic_thread_fence(__ATOMIC_ACQUIRE);
-    uint64_t again_at;
-    uint32_t again_n;
-    if (__atomic_load_n(&t->list_end, __ATOMIC_RELAXED) > at + CV_ANS_LIST_BYTES ||
-        cv_ans_did_list(t, id, now, &again_at, &again_n) != serial || again_at != at)
-        return -1;
-    return found;
+    return cv_ans_listing_still(t, id, now, serial, at) ? found : -1;
 }
 
 /* The entry `name` (len bytes) of the directory id, good now: 1 with its lstat and bits. */
