@@ -396,14 +396,16 @@ static inline long cv_ans_listing(const struct cv_ans_head *t, const struct cv_a
 }
 
 /* Whether the published listing of the directory id holds name (len bytes): 1 it does, 0 it
- * does not, -1 the table cannot tell (no listing, a record that does not parse, or the listing
- * changed while it was read). */
+ * does not, -1 the table cannot tell (no listing, one longer than CV_ANS_HOLDS_MAX, a record that
+ * does not parse, or the listing changed while it was read). A look-up scans the listing: past
+ * ~500 names that costs an open of a name that exists about what a notification does. */
+#define CV_ANS_HOLDS_MAX (16u << 10)
 static inline int cv_ans_listing_holds(const struct cv_ans_head *t, const struct cv_ans_id *id, const char *name,
                                        uint32_t len, uint64_t now) {
     uint64_t at;
     uint32_t n;
     uint64_t serial = cv_ans_did_list(t, id, now, &at, &n);
-    if (!serial) return -1;
+    if (!serial || n > CV_ANS_HOLDS_MAX) return -1;
     const volatile unsigned char *b =
         (const volatile unsigned char *)(const void *)((const char *)t + CV_ANS_ENTS_END + (at & (CV_ANS_LIST_BYTES - 1)));
     int found = 0;
