@@ -40,14 +40,14 @@ struct cv_notif {
     uint64_t prefetch_ask;
 };
 
-/* text (at dirfd) resolved to ENOENT: record that in the answer table. final_self: the final
- * name is missing in an existing directory and text is its own symlink-free path; else only an
- * absolute text whose first missing name lies in an existing directory reached without a
- * symlink or "..", so that only a name made there (or a tree brought in) can change the answer.
- * And the nearest directory of text that exists may have its listing published, so that the
- * shim answers the next look-ups of names it does not hold (statpub.c). g: the table's
- * generations before the resolution. */
-void cv_notif_missing(struct cv_notif *n, struct cv_ans_gens g, int dirfd, const char *text, int final_self);
+/* text resolved to ENOENT: record that in the answer table. at: the missing name's own
+ * virtual path when the resolution reached the directory it would be in (NULL: a name on the
+ * way is missing). Recorded when text is that path; else only an absolute text whose first
+ * missing name lies in an existing directory reached without a symlink or "..", so that only a
+ * name made there (or a tree brought in) can change the answer. And the missing name's
+ * directory counts a probe (cv_notif_probed), by `at` or an absolute text: never by a guest fd
+ * or cwd fetched again. g: the table's generations before the resolution. */
+void cv_notif_missing(struct cv_notif *n, struct cv_ans_gens g, const char *text, const char *at);
 
 /* A name is about to be made or removed at vpath (NULL: none will be), said before the change
  * (supervisor/answers.h, cv_answers_named). */
@@ -74,12 +74,12 @@ void cv_notif_publish_dir(struct cv_notif *n, const struct cv_vnode *v, uint64_t
 /* v, a directory whose own view is the host's, is being opened for a listing: its listing and
  * its subdirectories' lstat go into the table, and the shim serves the guest's getdents64. */
 void cv_notif_publish_listing(struct cv_notif *n, const struct cv_vnode *v, uint64_t tree_gen);
-/* A name was looked up in the directory dir (at dirfd, as the guest wrote it) and found missing:
- * at the second such look-up in it within a short window (a compiler's include path, probed for
- * every header), the nearest of it and its directories that exists is published as opened for a
- * listing when it is a small one whose own view is the host's, and the shim answers the names it
- * does not hold. */
-void cv_notif_probed(struct cv_notif *n, int dirfd, const char *dir, uint64_t tree_gen);
+/* The name at the absolute path `missing` was looked up and found missing: at the second such
+ * look-up in its directory within a short window (a compiler's include path, probed for every
+ * header), the nearest of that directory and the ones above it that exists is published as
+ * opened for a listing when it is a small one whose own view is the host's, and the shim answers
+ * the names it does not hold. */
+void cv_notif_probed(struct cv_notif *n, const char *missing);
 /* After a read-only open of v the kernel makes: the guest's walk's next objects, opened and
  * placed where its shim's ask (at ask, or 0) says (handlers/prefetch.c). */
 void cv_notif_prefetch(struct cv_notif *n, const struct cv_vnode *v, uint64_t ask, uint64_t tree_gen);

@@ -211,27 +211,9 @@ void cv_notif_follow_copies(struct cv_notif *n, int gfd) {
     for (int i = 0; i < k; i++) follow_copied(n, files[i].fd, -1, files[i].dev, files[i].ino);
 }
 
-/* The directory text (at dirfd) names its final name in, as the guest wrote it: see
- * cv_notif_probed. */
-static void probed(struct cv_notif *n, int dirfd, const char *text) {
-    uint64_t tree_gen = cv_answers_tree_gen(n->run);
-    char p[CV_ANS_KEY_MAX + 1];
-    size_t len = strlen(text);
-    while (len > 1 && text[len - 1] == '/') len--;
-    if (!tree_gen || len >= sizeof p) return;
-    memcpy(p, text, len);
-    p[len] = 0;
-    char *slash = strrchr(p, '/');
-    if (slash == p) return; /* in "/", never published */
-    if (slash)
-        *slash = 0;
-    else
-        memcpy(p, ".", 2);
-    cv_notif_probed(n, dirfd, p, tree_gen);
-}
-
-void cv_notif_missing(struct cv_notif *n, struct cv_ans_gens g, int dirfd, const char *text, int final_self) {
-    probed(n, dirfd, text);
+void cv_notif_missing(struct cv_notif *n, struct cv_ans_gens g, const char *text, const char *at) {
+    if (at || text[0] == '/') cv_notif_probed(n, at ? at : text);
+    int final_self = at && !strcmp(text, at);
     if (final_self) {
         cv_answers_put(n->run, g, text, ENOENT, NULL, 0);
         return;

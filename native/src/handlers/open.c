@@ -183,7 +183,7 @@ struct cv_reply cv_open_path(struct cv_notif *n, int dirfd, const char *path, in
     uint64_t tree_gen = cv_answers_tree_gen(n->run);
     struct cv_vnode v;
     r = cv_vresolve(&n->ctx, dirfd, path, rflags, &v);
-    if (r == -ENOENT && !creat) cv_notif_missing(n, gen, dirfd, path, 0); /* a name on the way is missing */
+    if (r == -ENOENT && !creat) cv_notif_missing(n, gen, path, NULL); /* a name on the way is missing */
     if (r < 0) return cv_err(-r);
     if (v.exists || !creat || v.in_proc) cv_notif_naming(n, NULL);
     struct cv_reply out;
@@ -196,7 +196,7 @@ struct cv_reply cv_open_path(struct cv_notif *n, int dirfd, const char *path, in
         out = open_tmpfile(n, &v, flags, mode);
     } else if (!v.exists) {
         out = creat ? create(n, &v, flags, mode) : cv_err(ENOENT);
-        if (!creat) cv_notif_missing(n, gen, dirfd, path, v.vpath && !strcmp(path, v.vpath));
+        if (!creat) cv_notif_missing(n, gen, path, v.vpath);
     } else if (excl) {
         out = cv_err(EEXIST);
     } else if (S_ISLNK(st->st_mode)) {

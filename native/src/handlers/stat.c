@@ -17,6 +17,7 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include "common/answers_fmt.h"
 #include "common/relay_proto.h"
 #include "common/util.h"
 #include "handlers.h"
@@ -47,12 +48,13 @@ int cv_vnode_open(const struct cv_vnode *v, int flags) {
 }
 
 /* Resolve a path the guest gave (already read). For AT_EMPTY_PATH with "", the dirfd itself.
- * missing_self (may be NULL): set when the answer is ENOENT for a missing final in an existing
- * directory, and path is that name's own symlink-free virtual path. */
+ * missing_at: set, when the answer is ENOENT for a missing final in an existing directory, to
+ * that name's own virtual path (when it is short enough for the answer table), else "". */
+#define MISSING_AT_MAX (CV_ANS_KEY_MAX + 1)
 static int resolve_text(struct cv_notif *n, int dirfd, const char *path, int flags, int empty_ok, struct cv_vnode *v,
-                        int *fd_only, int *missing_self) {
+                        int *fd_only, char missing_at[MISSING_AT_MAX]) {
     *fd_only = 0;
-    if (missing_self) *missing_self = 0;
+    missing_at[0] = 0;
     if (!*path && empty_ok && dirfd != AT_FDCWD) {
         *fd_only = 1;
         return cv_guest_settle(&n->g);
@@ -64,7 +66,7 @@ static int resolve_text(struct cv_notif *n, int dirfd, const char *path, int fla
         return e;
     }
     if (!v->exists) {
-        if (missing_self) *missing_self = !v->in_proc && v->vpath && !strcmp(path, v->vpath);
+        if (!v->in_proc && v->vpath && strlen(v->vpath) < MISSING_AT_MAX) strcpy(missing_at, v->vpath);
         cv_vnode_release(v);
         return -ENOENT;
     }
@@ -81,9 +83,9 @@ static int resolve_arg_null(struct cv_notif *n, int dirfd, uint64_t addr, int fl
     *fd_only = 0;
     if (e < 0) return e;
     struct cv_ans_gens g = cv_answers_gens(n->run);
-    int missing;
-    e = resolve_text(n, dirfd, path, flags, empty_ok, v, fd_only, &missing);
-    if (e == -ENOENT) cv_notif_missing(n, g, dirfd, path, missing);
+    char missing[MISSING_AT_MAX];
+    e = resolve_text(n, dirfd, path, flags, empty_ok, v, fd_only, missing);
+    if (e == -ENOENT) cv_notif_missing(n, g, path, missing[0] ? missing : NULL);
     return e;
 }
 
@@ -209,9 +211,10 @@ static struct cv_reply do_readlink(struct cv_notif *n, int dirfd, uint64_t path,
         return relay;
     struct cv_ans_gens gen = cv_answers_gens(n->run);
     struct cv_vnode v;
-    int fd_only, missing;
-    e = resolve_text(n, dirfd, text, 0, 1, &v, &fd_only, &missing);
-    if (e == -ENOENT) cv_notif_missing(n, gen, dirfd, text, missing);
+    int fd_only;
+    char missing[MISSING_AT_MAX];
+    e = resolve_text(n, dirfd, text, 0, 1, &v, &fd_only, missing);
+    if (e == -ENOENT) cv_notif_missing(n, gen, text, missing[0] ? missing : NULL);
     if (e < 0) return cv_err(-e);
     /* The guest's shim may serve this answer again: only under the path it wrote, and only when
      * that is the link's own symlink-free path (no other path names it). */

@@ -356,25 +356,30 @@ static int probed_small(const struct stat *st) {
            (st->st_nlink == 1 ? st->st_size <= 4096 : st->st_nlink <= PROBED_SUBDIRS + 2);
 }
 
-void cv_notif_probed(struct cv_notif *n, int dirfd, const char *dir, uint64_t tree_gen) {
-    /* counted by the text: resolved once a window, at the second */
-    struct misses *m = miss(n->run, dir);
+/* path cut to its directory: 0 when that is "/" (never published) or there is none. */
+static int to_parent(char *path) {
+    char *slash = strrchr(path, '/');
+    if (!slash || slash == path) return 0;
+    *slash = 0;
+    return 1;
+}
+
+void cv_notif_probed(struct cv_notif *n, const char *missing) {
+    uint64_t tree_gen = cv_answers_tree_gen(n->run);
     char p[CV_ANS_KEY_MAX + 1];
-    size_t len = strlen(dir);
-    if (!m || m->count != 2 || len >= sizeof p) return;
-    memcpy(p, dir, len + 1);
+    size_t len = strlen(missing);
+    if (!tree_gen || missing[0] != '/' || len >= sizeof p) return;
+    memcpy(p, missing, len + 1);
+    /* counted by its directory's path: resolved once a window, at the second */
+    struct misses *m = to_parent(p) ? miss(n->run, p) : NULL;
+    if (!m || m->count != 2) return;
     for (int up = 0; up < PROBED_UP; up++) {
-        struct cv_vnode v;
-        int e = cv_vresolve(&n->ctx, dirfd, p, 0, &v);
+        struct cv_vnode v; /* an absolute path: no guest fd or cwd is fetched */
+        int e = cv_vresolve(&n->ctx, AT_FDCWD, p, 0, &v);
         if (e < 0 && e != -ENOENT) return;
         int exists = e == 0 && v.exists;
         if (exists && probed_small(&v.st)) cv_notif_publish_listing(n, &v, tree_gen);
         if (e == 0) cv_vnode_release(&v);
-        char *slash = strrchr(p, '/');
-        if (exists || slash == p || !strcmp(p, ".")) return;
-        if (slash)
-            *slash = 0;
-        else
-            memcpy(p, ".", 2); /* a relative name's own directory */
+        if (exists || !to_parent(p)) return;
     }
 }
