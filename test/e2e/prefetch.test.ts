@@ -206,3 +206,42 @@ gtest(
   },
   { skip, timeout: 60_000 },
 );
+
+// The slot numbers are the guest's too: a number it puts its own fd at while a walk goes on
+// keeps that fd, and the walk reads every file as natively. Slots [top-80, top-16), the
+// socket's number (top-81) left free so that the walk goes on asking.
+const SLOTS_TAKEN = String.raw`
+import hashlib, os, resource, sys
+top = min(resource.getrlimit(resource.RLIMIT_NOFILE)[0], 1024)
+marker = os.open(sys.argv[2], os.O_RDONLY)
+numbers = range(top - 80, top - 16)
+digest, n = hashlib.sha256(), 0
+for root, dirs, files in os.walk(sys.argv[1]):
+    dirs.sort()
+    for name in sorted(files):
+        with open(os.path.join(root, name), "rb") as f:
+            digest.update(name.encode() + f.read())
+        n += 1
+        if n == 40:
+            for k in numbers: os.dup2(marker, k)
+mine = os.fstat(marker)
+kept = sum(1 for k in numbers if os.path.samestat(os.fstat(k), mine))
+print("read", n, digest.hexdigest()[:16], "kept", kept)
+`;
+
+gtest(
+  "fds the guest puts at the slots' numbers during a walk stay its own",
+  async (fx) => {
+    const tree = path.join(fx.scratch, "tree");
+    makeTree(tree);
+    const marker = path.join(fx.scratch, "marker");
+    writeFileSync(marker, "the guest's own\n");
+    const argv = [PYTHON3, "-c", SLOTS_TAKEN, tree, marker];
+    const want = native(argv);
+    assert.equal(want.replace(/ [0-9a-f]{16} /, " - "), `read ${DIRS * (FILES + 1)} - kept 64\n`);
+    const r = await cvisor(["--json"], argv);
+    assert.equal(r.code, 0, show(r));
+    assert.equal(r.out, want, show(r));
+  },
+  { skip, timeout: 60_000 },
+);

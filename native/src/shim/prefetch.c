@@ -122,11 +122,13 @@ static void receive(void) {
         struct cv_pf_slot *s = &ask.slot[i];
         if (s->state != CV_PF_SENT) continue;
         s->state = CV_PF_FREE;
-        if (k < n && raw6(SYS_fcntl, s->fd, F_GETFD, 0, 0, 0, 0) != -EBADF)
-            s->state = CV_PF_OFF; /* the guest's number now */
-        else if (k < n && raw6(SYS_dup3, fds[k], s->fd, O_CLOEXEC, 0, 0, 0) == s->fd)
-            s->state = CV_PF_HELD;
-        if (k < n) raw6(SYS_close, fds[k++], 0, 0, 0, 0, 0);
+        if (k < n) {
+            /* the lowest free number from the slot's on: the slot itself, unless the guest's now */
+            long at = raw6(SYS_fcntl, fds[k], F_DUPFD_CLOEXEC, s->fd, 0, 0, 0);
+            s->state = at == s->fd ? CV_PF_HELD : CV_PF_OFF;
+            if (at >= 0 && at != s->fd) raw6(SYS_close, at, 0, 0, 0, 0, 0);
+            raw6(SYS_close, fds[k++], 0, 0, 0, 0, 0);
+        }
     }
     while (k < n) raw6(SYS_close, fds[k++], 0, 0, 0, 0, 0);
 }
