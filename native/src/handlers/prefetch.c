@@ -87,17 +87,19 @@ static int held(const struct cv_pf_ask *ask, uint64_t dev, uint64_t ino) {
     return 0;
 }
 
-static void keep(struct walk *w, int fd, const struct statx *st) {
+/* fd kept among what the walk found: a copy of it (the walk goes on into a directory with its
+ * own), or fd itself (given: a file), closed when it cannot be kept. */
+static void keep(struct walk *w, int fd, const struct statx *st, int given) {
     uint64_t dev = makedev(st->stx_dev_major, st->stx_dev_minor);
-    for (int i = 0; i < w->nfound; i++)
-        if (w->found[i].dev == dev && w->found[i].ino == st->stx_ino) return;
-    int copy = w->nfound < CV_PF_SLOTS + 1 ? fcntl(fd, F_DUPFD_CLOEXEC, 0) : -1;
-    if (copy < 0) {
+    int i = 0, copy = -1;
+    while (i < w->nfound && (w->found[i].dev != dev || w->found[i].ino != st->stx_ino)) i++;
+    if (i == w->nfound && w->nfound < CV_PF_SLOTS + 1) copy = given ? fd : fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    if (copy >= 0) {
+        w->found[w->nfound++] = (struct found){copy, dev, st->stx_ino};
+        w->want--;
+    } else if (i == w->nfound)
         w->want = 0;
-        return;
-    }
-    w->found[w->nfound++] = (struct found){copy, dev, st->stx_ino};
-    w->want--;
+    if (given && copy < 0) close(fd);
 }
 
 static void drop_found(struct walk *w) {
@@ -271,10 +273,9 @@ static void step(struct walk *w) {
         close(fd);
         fd = -1;
     }
-    if (fd >= 0) keep(w, fd, &st);
+    if (fd >= 0) keep(w, fd, &st, !dir);
     /* a directory is published even when the last one placed: the shim serves its listing */
     if (fd >= 0 && dir && push(w, fd, &st, f->level, 0) == 0) return;
-    if (fd >= 0 && !dir) close(fd);
     w->path[f->plen] = 0;
 }
 
