@@ -304,6 +304,67 @@ static void test_listing(void) {
     cv_run_free(r);
 }
 
+/* An entry's lstat, as published, by its directory's identity and its name. */
+static int entry(const struct cv_ans_head *t, const struct cv_ans_id *dir, const char *name, uint64_t *ino) {
+    struct statx st;
+    uint32_t bits;
+    int got = cv_ans_ent_get(t, dir, name, (uint32_t)strlen(name), now_ns(), &st, &bits);
+    if (got) *ino = st.stx_ino;
+    return got;
+}
+
+static void put(struct cv_run *r, uint64_t serial, const struct cv_ans_id *dir, const char *name, uint64_t ino) {
+    struct statx st = {.stx_ino = ino, .stx_mode = S_IFREG | 0644};
+    cv_answers_put_entry(r, serial, dir, name, &st, 0);
+}
+
+static void test_entries(void) {
+    struct cv_run *r = cv_run_new("/bin/true");
+    int fd;
+    const struct cv_ans_head *t = map_table(r, &fd);
+    if (!t) {
+        cv_run_free(r);
+        return;
+    }
+    struct cv_ans_id dir = {7, 8, 9}, other = {7, 8, 10};
+    uint64_t ino = 0, serial = cv_answers_serial(r);
+    char name[32];
+    for (int i = 0; i < 40; i++) { /* more than one index set holds: found through the ring */
+        snprintf(name, sizeof name, "file-%d", i);
+        put(r, serial, &dir, name, 1000 + (uint64_t)i);
+    }
+    check(!entry(t, &dir, "file-3", &ino), "no entry before its directory's record says its serial");
+    cv_answers_put_did(r, &dir, serial, CV_ANS_ENTRIES, UINT64_MAX, 0);
+    int all = 1;
+    for (int i = 0; i < 40 && all; i++) {
+        snprintf(name, sizeof name, "file-%d", i);
+        all = entry(t, &dir, name, &ino) && ino == 1000 + (uint64_t)i;
+    }
+    check(all, "each entry by its name");
+    check(!entry(t, &dir, "file-40", &ino) && !entry(t, &other, "file-3", &ino),
+          "a name not published, or another directory's, is not found");
+    put(r, serial, &dir, "file-3", 2003);
+    check(entry(t, &dir, "file-3", &ino) && ino == 2003, "published again: the new one");
+    /* the ring comes round: what it wrote over is not served, the rest is */
+    uint64_t serial2 = cv_answers_serial(r);
+    for (uint32_t i = 0; i < CV_ANS_ENTS - 20; i++) {
+        snprintf(name, sizeof name, "n%u", i);
+        put(r, serial2, &other, name, i);
+    }
+    cv_answers_put_did(r, &other, serial2, CV_ANS_ENTRIES, UINT64_MAX, 0);
+    /* (the index holds as many as the ring: some ways of older ones went to newer keys too) */
+    int kept = 1;
+    for (uint32_t i = CV_ANS_ENTS - 120; i < CV_ANS_ENTS - 20 && kept; i++) {
+        snprintf(name, sizeof name, "n%u", i);
+        kept = entry(t, &other, name, &ino) && ino == i;
+    }
+    check(!entry(t, &dir, "file-0", &ino) && !entry(t, &dir, "file-20", &ino) && kept,
+          "the oldest entries are written over and not served, the newest are");
+    munmap((void *)(uintptr_t)t, CV_ANS_BYTES);
+    close(fd);
+    cv_run_free(r);
+}
+
 static void test_watched(void) {
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
@@ -326,6 +387,7 @@ int main(void) {
     test_torn();
     test_copied();
     test_listing();
+    test_entries();
     test_watched();
     printf("answers: %lu passed, %lu failed\n", passed, failed);
     return failed != 0;

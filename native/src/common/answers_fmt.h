@@ -41,7 +41,7 @@
  * fds of the files copied up since opens of their copies, as overlayfs fds follow a copy-up.
  * A multi-threaded guest names the one fd it is about to read: CV_FOLLOW_MAGIC "/<fd>". */
 #define CV_FOLLOW_MAGIC "/.cvisor-follow-copies"
-#define CV_ANS_STAMP 0x3573726577736e61ull /* "answrs5" */
+#define CV_ANS_STAMP 0x3673726577736e61ull /* "answrs6" */
 #define CV_ANS_SETS 4096u                  /* a power of two */
 #define CV_ANS_WAYS 4u
 #define CV_ANS_KEY_MAX 255u
@@ -77,7 +77,8 @@ struct cv_ans_copied {
 };
 
 #define CV_ANS_DIR_SETS 1024u  /* a power of two; CV_ANS_WAYS each */
-#define CV_ANS_ENT_SETS 4096u  /* a power of two; CV_ANS_WAYS each */
+#define CV_ANS_ENT_SETS 4096u  /* of the entries' index: a power of two; CV_ANS_WAYS each */
+#define CV_ANS_ENTS 16384u     /* the entries' ring */
 #define CV_ANS_DIR_ENTRIES 1024 /* published of one directory at most */
 
 /* The identity of a real directory: what statx of an fd of it says. */
@@ -137,7 +138,17 @@ struct cv_ans_ent {
 #define CV_ANS_COPIED_END (CV_ANS_SLOTS_END + (uint64_t)CV_ANS_COPIED * sizeof(struct cv_ans_copied))
 #define CV_ANS_DIRS_END (CV_ANS_COPIED_END + (uint64_t)CV_ANS_DIR_SETS * CV_ANS_WAYS * sizeof(struct cv_ans_dir))
 #define CV_ANS_DIDS_END (CV_ANS_DIRS_END + (uint64_t)CV_ANS_DIR_SETS * CV_ANS_WAYS * sizeof(struct cv_ans_did))
-#define CV_ANS_ENTS_END (CV_ANS_DIDS_END + (uint64_t)CV_ANS_ENT_SETS * CV_ANS_WAYS * sizeof(struct cv_ans_ent))
+/* Entries are written in the order they are published, into a ring of CV_ANS_ENTS, so that a
+ * publication fills pages of the table one after the other (a page nothing wrote yet is one the
+ * kernel makes, zeroed, at the writer's fault and the reader's) and a walk reads them in that
+ * order; a 4-way index by hash finds them. An index way is 0 (none) or the entry's number + 1 in
+ * its low CV_ANS_ENT_NUM_BITS, the rest of the entry's hash above them: a way whose bits differ
+ * is not looked at. A way whose entry the ring wrote over since points at another key's. */
+#define CV_ANS_ENT_NUM_BITS 15u
+#define CV_ANS_ENT_NUM_MASK ((1u << CV_ANS_ENT_NUM_BITS) - 1)
+#define CV_ANS_ENT_INDEX_AT CV_ANS_DIDS_END
+#define CV_ANS_ENTS_AT (CV_ANS_ENT_INDEX_AT + (uint64_t)CV_ANS_ENT_SETS * CV_ANS_WAYS * sizeof(uint32_t))
+#define CV_ANS_ENTS_END (CV_ANS_ENTS_AT + (uint64_t)CV_ANS_ENTS * sizeof(struct cv_ans_ent))
 /* A published directory's listing: the getdents64 records the kernel gave the supervisor, whole
  * and in order, in a ring of CV_ANS_LIST_BYTES (a power of two); a listing never wraps. */
 #define CV_ANS_LIST_BYTES (4u << 20)
@@ -268,9 +279,17 @@ static inline struct cv_ans_did *cv_ans_did_set(const struct cv_ans_head *t, uin
     return base + (hash & (CV_ANS_DIR_SETS - 1)) * CV_ANS_WAYS;
 }
 
-static inline struct cv_ans_ent *cv_ans_ent_set(const struct cv_ans_head *t, uint32_t hash) {
-    struct cv_ans_ent *base = (struct cv_ans_ent *)(void *)((char *)(uintptr_t)t + CV_ANS_DIDS_END);
-    return base + (hash & (CV_ANS_ENT_SETS - 1)) * CV_ANS_WAYS;
+/* The index ways of the set hash falls in. */
+static inline volatile uint32_t *cv_ans_ent_ways(const struct cv_ans_head *t, uint32_t hash) {
+    volatile uint32_t *all = (volatile uint32_t *)(void *)((char *)(uintptr_t)t + CV_ANS_ENT_INDEX_AT);
+    return all + (hash & (CV_ANS_ENT_SETS - 1)) * CV_ANS_WAYS;
+}
+
+/* The entry an index way names for hash: NULL when none, another hash's, or out of the ring. */
+static inline struct cv_ans_ent *cv_ans_ent_at(const struct cv_ans_head *t, uint32_t way, uint32_t hash) {
+    uint32_t num = (way & CV_ANS_ENT_NUM_MASK) - 1;
+    if (!way || ((way ^ hash) & ~CV_ANS_ENT_NUM_MASK) || num >= CV_ANS_ENTS) return NULL;
+    return (struct cv_ans_ent *)(void *)((char *)(uintptr_t)t + CV_ANS_ENTS_AT) + num;
 }
 
 static inline int cv_ans_young(uint64_t born, uint64_t now) { return now >= born && now - born < CV_ANS_TTL_NS; }
@@ -426,8 +445,10 @@ static inline int cv_ans_ent_get(const struct cv_ans_head *t, const struct cv_an
     uint64_t serial = len <= CV_ANS_NAME_MAX ? cv_ans_did_get(t, dir, now, NULL, NULL, NULL) : 0;
     if (!serial) return 0;
     uint32_t hash = cv_ans_ent_hash(dir, name, len);
-    struct cv_ans_ent *e = cv_ans_ent_set(t, hash);
-    for (uint32_t w = 0; w < CV_ANS_WAYS; w++, e++) {
+    const volatile uint32_t *ways = cv_ans_ent_ways(t, hash);
+    for (uint32_t w = 0; w < CV_ANS_WAYS; w++) {
+        struct cv_ans_ent *e = cv_ans_ent_at(t, __atomic_load_n(&ways[w], __ATOMIC_ACQUIRE), hash);
+        if (!e) continue;
         uint32_t seq = __atomic_load_n(&e->seq, __ATOMIC_ACQUIRE);
         if ((seq & 1) || e->hash != hash || e->nlen != len || e->serial != serial || !cv_ans_young(e->born, now))
             continue;

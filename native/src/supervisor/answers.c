@@ -30,6 +30,9 @@ struct cv_answers {
      * it held, first. */
     pthread_mutex_t publishing;
     uint64_t dir_changes;
+    /* the entries: how many were written so far, and at which count each index way was set */
+    uint32_t ents_written;
+    uint32_t way_at[CV_ANS_ENT_SETS * CV_ANS_WAYS];
 };
 
 static pthread_mutex_t make_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -264,18 +267,31 @@ void cv_answers_put_entry(struct cv_run *r, uint64_t serial, const struct cv_ans
     if (!a || !serial || !nlen || nlen > CV_ANS_NAME_MAX) return;
     uint32_t hash = cv_ans_ent_hash(dir, name, (uint32_t)nlen);
     pthread_mutex_lock(&a->lock);
-    struct cv_ans_ent *set = cv_ans_ent_set(a->head, hash), *e = NULL;
-    for (uint32_t w = 0; w < CV_ANS_WAYS && !e; w++)
-        if (set[w].hash == hash && set[w].nlen == nlen && cv_ans_same_id(&set[w].dir, dir) &&
-            !memcmp(set[w].name, name, nlen))
-            e = &set[w];
-    if (!e) e = &set[oldest_way(&set->born, sizeof *set)];
+    volatile uint32_t *ways = cv_ans_ent_ways(a->head, hash);
+    uint32_t *at = &a->way_at[(hash & (CV_ANS_ENT_SETS - 1)) * CV_ANS_WAYS];
+    /* the way of this key, else the one set longest ago (one whose entry the ring wrote over:
+     * as long ago as that, or more) */
+    uint32_t way = 0, oldest = 0;
+    for (uint32_t w = 0; w < CV_ANS_WAYS; w++) {
+        uint32_t age = ways[w] ? a->ents_written - at[w] : UINT32_MAX;
+        struct cv_ans_ent *old = age < CV_ANS_ENTS ? cv_ans_ent_at(a->head, ways[w], hash) : NULL;
+        if (old && old->hash == hash && old->nlen == nlen && cv_ans_same_id(&old->dir, dir) &&
+            !memcmp(old->name, name, nlen)) {
+            way = w;
+            break;
+        }
+        if (age > oldest) oldest = age, way = w;
+    }
+    uint32_t num = a->ents_written++ % CV_ANS_ENTS;
+    struct cv_ans_ent *e = (struct cv_ans_ent *)(void *)((char *)a->head + CV_ANS_ENTS_AT) + num;
     slot_open(&e->seq);
     e->hash = hash, e->serial = serial, e->born = cv_answers_now(), e->dir = *dir, e->nlen = (uint16_t)nlen;
     e->bits = (uint16_t)bits;
     memcpy(e->name, name, nlen);
     memcpy(e->stx, stx, CV_ANS_STX_BYTES);
     slot_close(&e->seq);
+    at[way] = a->ents_written;
+    __atomic_store_n(&ways[way], (hash & ~CV_ANS_ENT_NUM_MASK) | (num + 1), __ATOMIC_RELEASE);
     pthread_mutex_unlock(&a->lock);
 }
 
