@@ -360,6 +360,22 @@ static void test_entries(void) {
     }
     check(!entry(t, &dir, "file-0", &ino) && !entry(t, &dir, "file-20", &ino) && kept,
           "the oldest entries are written over and not served, the newest are");
+    /* directory path records: the same ring and index */
+    uint64_t gen = __atomic_load_n(&t->tree_gen, __ATOMIC_ACQUIRE);
+    struct cv_ans_id got;
+    cv_answers_put_dir(r, gen, "/usr/share/doc", &dir);
+    check(cv_ans_dir_get(t, "/usr/share/doc", 14, now_ns(), &got) && cv_ans_same_id(&got, &dir) &&
+              !cv_ans_dir_get(t, "/usr/share/do", 13, now_ns(), &got),
+          "a directory's identity by its path, not by a prefix of it");
+    cv_answers_put_dir(r, gen, "/usr/share/doc", &other);
+    check(cv_ans_dir_get(t, "/usr/share/doc", 14, now_ns(), &got) && cv_ans_same_id(&got, &other),
+          "recorded again: the new identity");
+    for (uint32_t i = 0; i < CV_ANS_DIRS_RING; i++) {
+        snprintf(name, sizeof name, "/d/%u", i);
+        cv_answers_put_dir(r, gen, name, &dir);
+    }
+    check(!cv_ans_dir_get(t, "/usr/share/doc", 14, now_ns(), &got) && cv_ans_dir_get(t, "/d/4000", 7, now_ns(), &got),
+          "the ring came round: the oldest path record is not served, a new one is");
     munmap((void *)(uintptr_t)t, CV_ANS_BYTES);
     close(fd);
     cv_run_free(r);

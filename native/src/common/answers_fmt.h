@@ -136,16 +136,20 @@ struct cv_ans_ent {
 
 #define CV_ANS_SLOTS_END (sizeof(struct cv_ans_head) + (uint64_t)CV_ANS_SETS * CV_ANS_WAYS * sizeof(struct cv_ans_slot))
 #define CV_ANS_COPIED_END (CV_ANS_SLOTS_END + (uint64_t)CV_ANS_COPIED * sizeof(struct cv_ans_copied))
-#define CV_ANS_DIRS_END (CV_ANS_COPIED_END + (uint64_t)CV_ANS_DIR_SETS * CV_ANS_WAYS * sizeof(struct cv_ans_dir))
+/* Directory path records and entries are written in the order they are made, into rings, so
+ * that a publication fills pages of the table one after the other (a page nothing wrote yet is
+ * one the kernel makes, zeroed, at the writer's fault and at each reader's) and a walk reads them
+ * in that order; a 4-way index by hash finds them. An index way is 0 (none) or the record's
+ * number + 1 in its low CV_ANS_RING_NUM_BITS, the rest of the record's hash above them: a way
+ * whose bits differ is not looked at. A way whose record the ring wrote over since names another
+ * key's, which the reader's check of the record turns away. */
+#define CV_ANS_RING_NUM_BITS 15u
+#define CV_ANS_RING_NUM_MASK ((1u << CV_ANS_RING_NUM_BITS) - 1)
+#define CV_ANS_DIRS_RING (CV_ANS_DIR_SETS * CV_ANS_WAYS) /* path records */
+#define CV_ANS_DIR_INDEX_AT CV_ANS_COPIED_END
+#define CV_ANS_DIRS_AT (CV_ANS_DIR_INDEX_AT + (uint64_t)CV_ANS_DIR_SETS * CV_ANS_WAYS * sizeof(uint32_t))
+#define CV_ANS_DIRS_END (CV_ANS_DIRS_AT + (uint64_t)CV_ANS_DIRS_RING * sizeof(struct cv_ans_dir))
 #define CV_ANS_DIDS_END (CV_ANS_DIRS_END + (uint64_t)CV_ANS_DIR_SETS * CV_ANS_WAYS * sizeof(struct cv_ans_did))
-/* Entries are written in the order they are published, into a ring of CV_ANS_ENTS, so that a
- * publication fills pages of the table one after the other (a page nothing wrote yet is one the
- * kernel makes, zeroed, at the writer's fault and the reader's) and a walk reads them in that
- * order; a 4-way index by hash finds them. An index way is 0 (none) or the entry's number + 1 in
- * its low CV_ANS_ENT_NUM_BITS, the rest of the entry's hash above them: a way whose bits differ
- * is not looked at. A way whose entry the ring wrote over since points at another key's. */
-#define CV_ANS_ENT_NUM_BITS 15u
-#define CV_ANS_ENT_NUM_MASK ((1u << CV_ANS_ENT_NUM_BITS) - 1)
 #define CV_ANS_ENT_INDEX_AT CV_ANS_DIDS_END
 #define CV_ANS_ENTS_AT (CV_ANS_ENT_INDEX_AT + (uint64_t)CV_ANS_ENT_SETS * CV_ANS_WAYS * sizeof(uint32_t))
 #define CV_ANS_ENTS_END (CV_ANS_ENTS_AT + (uint64_t)CV_ANS_ENTS * sizeof(struct cv_ans_ent))
@@ -153,16 +157,15 @@ struct cv_ans_ent {
  * and in order, in a ring of CV_ANS_LIST_BYTES (a power of two); a listing never wraps. */
 #define CV_ANS_LIST_BYTES (4u << 20)
 #define CV_ANS_LIST_MAX (256u << 10) /* a longer listing is not published */
-/* Hints, after the ring: for each way of each set of the path records, the directory paths and
- * the directory identities, the hash of the record the supervisor last wrote there. A reader
+/* Hints, after the ring: for each way of each set of the path records and the directory
+ * identities, the hash of the record the supervisor last wrote there. A reader
  * looks at a record only where its hint matches, so a miss (what most look-ups are) touches
  * the hints' few pages, not a page of records each: a page of the table nothing wrote yet is
  * one the kernel makes, zeroed, at the reader's fault (~250 faults, ~0.5 ms of a bash -c true
  * in the sandbox). A hint is only that: the record is checked as before. */
 enum {
     CV_ANS_HINT_SLOTS = 0,
-    CV_ANS_HINT_DIRS = CV_ANS_SETS * CV_ANS_WAYS,
-    CV_ANS_HINT_DIDS = CV_ANS_HINT_DIRS + CV_ANS_DIR_SETS * CV_ANS_WAYS,
+    CV_ANS_HINT_DIDS = CV_ANS_SETS * CV_ANS_WAYS,
     CV_ANS_HINTS = CV_ANS_HINT_DIDS + CV_ANS_DIR_SETS * CV_ANS_WAYS,
 };
 #define CV_ANS_HINTS_AT (CV_ANS_ENTS_END + (uint64_t)CV_ANS_LIST_BYTES)
@@ -269,9 +272,23 @@ static inline uint32_t cv_ans_ent_hash(const struct cv_ans_id *dir, const char *
     return cv_ans_bytes_hash(cv_ans_hash(name, len), dir, sizeof *dir);
 }
 
-static inline struct cv_ans_dir *cv_ans_dir_set(const struct cv_ans_head *t, uint32_t hash) {
-    struct cv_ans_dir *base = (struct cv_ans_dir *)(void *)((char *)(uintptr_t)t + CV_ANS_COPIED_END);
-    return base + (hash & (CV_ANS_DIR_SETS - 1)) * CV_ANS_WAYS;
+/* The index ways of the set hash falls in, among `sets` sets of the index at `at`. */
+static inline volatile uint32_t *cv_ans_ring_ways(const struct cv_ans_head *t, uint64_t at, uint32_t sets,
+                                                  uint32_t hash) {
+    volatile uint32_t *all = (volatile uint32_t *)(void *)((char *)(uintptr_t)t + at);
+    return all + (hash & (sets - 1)) * CV_ANS_WAYS;
+}
+
+/* The number of the record an index way names for hash in a ring of n: UINT32_MAX when none,
+ * another hash's, or out of the ring. */
+static inline uint32_t cv_ans_ring_num(uint32_t way, uint32_t hash, uint32_t n) {
+    uint32_t num = (way & CV_ANS_RING_NUM_MASK) - 1;
+    return !way || ((way ^ hash) & ~CV_ANS_RING_NUM_MASK) || num >= n ? UINT32_MAX : num;
+}
+
+static inline struct cv_ans_dir *cv_ans_dir_at(const struct cv_ans_head *t, uint32_t way, uint32_t hash) {
+    uint32_t num = cv_ans_ring_num(way, hash, CV_ANS_DIRS_RING);
+    return num == UINT32_MAX ? NULL : (struct cv_ans_dir *)(void *)((char *)(uintptr_t)t + CV_ANS_DIRS_AT) + num;
 }
 
 static inline struct cv_ans_did *cv_ans_did_set(const struct cv_ans_head *t, uint32_t hash) {
@@ -279,17 +296,9 @@ static inline struct cv_ans_did *cv_ans_did_set(const struct cv_ans_head *t, uin
     return base + (hash & (CV_ANS_DIR_SETS - 1)) * CV_ANS_WAYS;
 }
 
-/* The index ways of the set hash falls in. */
-static inline volatile uint32_t *cv_ans_ent_ways(const struct cv_ans_head *t, uint32_t hash) {
-    volatile uint32_t *all = (volatile uint32_t *)(void *)((char *)(uintptr_t)t + CV_ANS_ENT_INDEX_AT);
-    return all + (hash & (CV_ANS_ENT_SETS - 1)) * CV_ANS_WAYS;
-}
-
-/* The entry an index way names for hash: NULL when none, another hash's, or out of the ring. */
 static inline struct cv_ans_ent *cv_ans_ent_at(const struct cv_ans_head *t, uint32_t way, uint32_t hash) {
-    uint32_t num = (way & CV_ANS_ENT_NUM_MASK) - 1;
-    if (!way || ((way ^ hash) & ~CV_ANS_ENT_NUM_MASK) || num >= CV_ANS_ENTS) return NULL;
-    return (struct cv_ans_ent *)(void *)((char *)(uintptr_t)t + CV_ANS_ENTS_AT) + num;
+    uint32_t num = cv_ans_ring_num(way, hash, CV_ANS_ENTS);
+    return num == UINT32_MAX ? NULL : (struct cv_ans_ent *)(void *)((char *)(uintptr_t)t + CV_ANS_ENTS_AT) + num;
 }
 
 static inline int cv_ans_young(uint64_t born, uint64_t now) { return now >= born && now - born < CV_ANS_TTL_NS; }
@@ -303,10 +312,10 @@ static inline int cv_ans_same_id(const struct cv_ans_id *a, const struct cv_ans_
 static inline int cv_ans_dir_get_hashed(const struct cv_ans_head *t, const char *key, uint32_t len, uint32_t hash,
                                         uint64_t now, struct cv_ans_id *id) {
     uint64_t gen = __atomic_load_n(&t->tree_gen, __ATOMIC_ACQUIRE);
-    struct cv_ans_dir *d = cv_ans_dir_set(t, hash);
-    const volatile uint32_t *hint = cv_ans_hints(t, CV_ANS_HINT_DIRS, CV_ANS_DIR_SETS, hash);
-    for (uint32_t w = 0; w < CV_ANS_WAYS; w++, d++) {
-        if (hint[w] != hash) continue;
+    const volatile uint32_t *ways = cv_ans_ring_ways(t, CV_ANS_DIR_INDEX_AT, CV_ANS_DIR_SETS, hash);
+    for (uint32_t w = 0; w < CV_ANS_WAYS; w++) {
+        struct cv_ans_dir *d = cv_ans_dir_at(t, __atomic_load_n(&ways[w], __ATOMIC_ACQUIRE), hash);
+        if (!d) continue;
         uint32_t seq = __atomic_load_n(&d->seq, __ATOMIC_ACQUIRE);
         if ((seq & 1) || d->hash != hash || d->klen != len || d->gen != gen || !cv_ans_young(d->born, now)) continue;
         int same = 1;
@@ -445,7 +454,7 @@ static inline int cv_ans_ent_get(const struct cv_ans_head *t, const struct cv_an
     uint64_t serial = len <= CV_ANS_NAME_MAX ? cv_ans_did_get(t, dir, now, NULL, NULL, NULL) : 0;
     if (!serial) return 0;
     uint32_t hash = cv_ans_ent_hash(dir, name, len);
-    const volatile uint32_t *ways = cv_ans_ent_ways(t, hash);
+    const volatile uint32_t *ways = cv_ans_ring_ways(t, CV_ANS_ENT_INDEX_AT, CV_ANS_ENT_SETS, hash);
     for (uint32_t w = 0; w < CV_ANS_WAYS; w++) {
         struct cv_ans_ent *e = cv_ans_ent_at(t, __atomic_load_n(&ways[w], __ATOMIC_ACQUIRE), hash);
         if (!e) continue;

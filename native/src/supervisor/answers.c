@@ -20,6 +20,16 @@
 
 _Static_assert(sizeof(struct cv_ans_ent) == 304, "docs/ARCHITECTURE.md gives an entry's size");
 
+/* A ring of records and its index (answers_fmt.h): how many were written so far, and at which
+ * count each index way was set (`at`, ours: a way set n records ago or more names a record the
+ * ring wrote over since). */
+struct ring {
+    uint64_t index, records; /* where in the table */
+    uint32_t sets, n, size;  /* index sets, records, a record's bytes */
+    uint32_t written;
+    uint32_t *at;
+};
+
 struct cv_answers {
     pthread_mutex_t lock;
     int fd; /* the memfd, read-write: the guests get read-only opens of it */
@@ -30,9 +40,8 @@ struct cv_answers {
      * it held, first. */
     pthread_mutex_t publishing;
     uint64_t dir_changes;
-    /* the entries: how many were written so far, and at which count each index way was set */
-    uint32_t ents_written;
-    uint32_t way_at[CV_ANS_ENT_SETS * CV_ANS_WAYS];
+    struct ring dirs, ents;
+    uint32_t dirs_at[CV_ANS_DIR_SETS * CV_ANS_WAYS], ents_at[CV_ANS_ENT_SETS * CV_ANS_WAYS];
 };
 
 static pthread_mutex_t make_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -83,6 +92,10 @@ static struct cv_answers *table(struct cv_run *r, int make) {
             a = NULL;
         } else {
             a->head = m;
+            a->dirs = (struct ring){CV_ANS_DIR_INDEX_AT, CV_ANS_DIRS_AT, CV_ANS_DIR_SETS, CV_ANS_DIRS_RING,
+                                    sizeof(struct cv_ans_dir), 0, a->dirs_at};
+            a->ents = (struct ring){CV_ANS_ENT_INDEX_AT, CV_ANS_ENTS_AT, CV_ANS_ENT_SETS, CV_ANS_ENTS,
+                                    sizeof(struct cv_ans_ent), 0, a->ents_at};
             *a->head = (struct cv_ans_head){.stamp = CV_ANS_STAMP,
                                             .sets = CV_ANS_SETS,
                                             .ways = CV_ANS_WAYS,
@@ -154,6 +167,38 @@ static uint32_t oldest_way(const void *first_born, size_t stride) {
  * still checks the record, and one that meets none asks the supervisor. */
 static void hint(volatile uint32_t *set_hints, uint32_t way, uint32_t hash) {
     __atomic_store_n(&set_hints[way], hash, __ATOMIC_RELEASE);
+}
+
+/* The record of the ring for a key of this hash: *way gets the index way to set after (the
+ * key's own, which same() recognises, else the one set longest ago), the record is the ring's
+ * next, opened for writing. */
+static void *ring_open(struct cv_answers *a, struct ring *g, uint32_t hash, int (*same)(const void *, const void *),
+                       const void *key, uint32_t *way) {
+    volatile uint32_t *ways = cv_ans_ring_ways(a->head, g->index, g->sets, hash);
+    const uint32_t *at = &g->at[(hash & (g->sets - 1)) * CV_ANS_WAYS];
+    uint32_t oldest = 0;
+    *way = 0;
+    for (uint32_t w = 0; w < CV_ANS_WAYS; w++) {
+        uint32_t age = ways[w] ? g->written - at[w] : UINT32_MAX, num = cv_ans_ring_num(ways[w], hash, g->n);
+        if (age < g->n && num != UINT32_MAX && same((char *)a->head + g->records + (uint64_t)num * g->size, key)) {
+            *way = w;
+            break;
+        }
+        if (age > oldest) oldest = age, *way = w;
+    }
+    uint32_t num = g->written++ % g->n;
+    uint32_t *rec = (uint32_t *)(void *)((char *)a->head + g->records + (uint64_t)num * g->size);
+    slot_open(rec); /* every record starts with its seq */
+    return rec;
+}
+
+/* The record ring_open gave, whole: closed, and the index way set to it. */
+static void ring_close(struct cv_answers *a, struct ring *g, uint32_t hash, uint32_t way, void *rec) {
+    slot_close(rec);
+    uint32_t num = (uint32_t)(((char *)rec - ((char *)a->head + g->records)) / g->size);
+    g->at[(hash & (g->sets - 1)) * CV_ANS_WAYS + way] = g->written;
+    __atomic_store_n(&cv_ans_ring_ways(a->head, g->index, g->sets, hash)[way],
+                     (hash & ~CV_ANS_RING_NUM_MASK) | (num + 1), __ATOMIC_RELEASE);
 }
 
 /* Names the kernel makes and removes by itself, with no call the supervisor sees: a pty's
@@ -260,38 +305,27 @@ void cv_answers_publish_end(struct cv_run *r) {
     if (a) pthread_mutex_unlock(&a->publishing);
 }
 
+static int same_entry(const void *rec, const void *key) {
+    const struct cv_ans_ent *e = rec, *k = key;
+    return e->hash == k->hash && e->nlen == k->nlen && cv_ans_same_id(&e->dir, &k->dir) &&
+           !memcmp(e->name, k->name, k->nlen);
+}
+
 void cv_answers_put_entry(struct cv_run *r, uint64_t serial, const struct cv_ans_id *dir, const char *name,
                           const struct statx *stx, uint32_t bits) {
     struct cv_answers *a = table(r, 0);
     size_t nlen = strlen(name);
     if (!a || !serial || !nlen || nlen > CV_ANS_NAME_MAX) return;
-    uint32_t hash = cv_ans_ent_hash(dir, name, (uint32_t)nlen);
+    struct cv_ans_ent key = {.hash = cv_ans_ent_hash(dir, name, (uint32_t)nlen), .dir = *dir, .nlen = (uint16_t)nlen};
+    memcpy(key.name, name, nlen);
+    uint32_t hash = key.hash, way;
     pthread_mutex_lock(&a->lock);
-    volatile uint32_t *ways = cv_ans_ent_ways(a->head, hash);
-    uint32_t *at = &a->way_at[(hash & (CV_ANS_ENT_SETS - 1)) * CV_ANS_WAYS];
-    /* the way of this key, else the one set longest ago (one whose entry the ring wrote over:
-     * as long ago as that, or more) */
-    uint32_t way = 0, oldest = 0;
-    for (uint32_t w = 0; w < CV_ANS_WAYS; w++) {
-        uint32_t age = ways[w] ? a->ents_written - at[w] : UINT32_MAX;
-        struct cv_ans_ent *old = age < CV_ANS_ENTS ? cv_ans_ent_at(a->head, ways[w], hash) : NULL;
-        if (old && old->hash == hash && old->nlen == nlen && cv_ans_same_id(&old->dir, dir) &&
-            !memcmp(old->name, name, nlen)) {
-            way = w;
-            break;
-        }
-        if (age > oldest) oldest = age, way = w;
-    }
-    uint32_t num = a->ents_written++ % CV_ANS_ENTS;
-    struct cv_ans_ent *e = (struct cv_ans_ent *)(void *)((char *)a->head + CV_ANS_ENTS_AT) + num;
-    slot_open(&e->seq);
+    struct cv_ans_ent *e = ring_open(a, &a->ents, hash, same_entry, &key, &way);
     e->hash = hash, e->serial = serial, e->born = cv_answers_now(), e->dir = *dir, e->nlen = (uint16_t)nlen;
     e->bits = (uint16_t)bits;
     memcpy(e->name, name, nlen);
     memcpy(e->stx, stx, CV_ANS_STX_BYTES);
-    slot_close(&e->seq);
-    at[way] = a->ents_written;
-    __atomic_store_n(&ways[way], (hash & ~CV_ANS_ENT_NUM_MASK) | (num + 1), __ATOMIC_RELEASE);
+    ring_close(a, &a->ents, hash, way, e);
     pthread_mutex_unlock(&a->lock);
 }
 
@@ -345,21 +379,23 @@ void cv_answers_put_did(struct cv_run *r, const struct cv_ans_id *id, uint64_t s
     pthread_mutex_unlock(&a->lock);
 }
 
+static int same_dir(const void *rec, const void *key) {
+    const struct cv_ans_dir *d = rec, *k = key;
+    return d->hash == k->hash && d->klen == k->klen && !memcmp(d->key, k->key, k->klen);
+}
+
 void cv_answers_put_dir(struct cv_run *r, uint64_t tree_gen, const char *vpath, const struct cv_ans_id *id) {
     struct cv_answers *a = table(r, 0);
     uint32_t klen = a && tree_gen ? cv_ans_key_ok(vpath) : 0;
     if (!klen || cv_answers_kernel_made(vpath)) return;
-    uint32_t hash = cv_ans_hash(vpath, klen);
+    struct cv_ans_dir key = {.hash = cv_ans_hash(vpath, klen), .klen = klen};
+    memcpy(key.key, vpath, klen);
+    uint32_t hash = key.hash, way;
     pthread_mutex_lock(&a->lock);
-    struct cv_ans_dir *set = cv_ans_dir_set(a->head, hash), *d = NULL;
-    for (uint32_t w = 0; w < CV_ANS_WAYS && !d; w++)
-        if (set[w].hash == hash && set[w].klen == klen && !memcmp(set[w].key, vpath, klen)) d = &set[w];
-    if (!d) d = &set[oldest_way(&set->born, sizeof *set)];
-    slot_open(&d->seq);
+    struct cv_ans_dir *d = ring_open(a, &a->dirs, hash, same_dir, &key, &way);
     d->hash = hash, d->gen = tree_gen, d->born = cv_answers_now(), d->id = *id, d->klen = klen;
     memcpy(d->key, vpath, klen);
-    slot_close(&d->seq);
-    hint(cv_ans_hints(a->head, CV_ANS_HINT_DIRS, CV_ANS_DIR_SETS, hash), (uint32_t)(d - set), hash);
+    ring_close(a, &a->dirs, hash, way, d);
     pthread_mutex_unlock(&a->lock);
 }
 
