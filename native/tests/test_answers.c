@@ -59,6 +59,19 @@ static const struct cv_ans_head *map_table(struct cv_run *r, int *fd) {
     return NULL;
 }
 
+/* body on a new run's table, as a guest maps it. */
+static void with_table(void (*body)(struct cv_run *, const struct cv_ans_head *)) {
+    struct cv_run *r = cv_run_new("/bin/true");
+    int fd;
+    const struct cv_ans_head *t = map_table(r, &fd);
+    if (t) {
+        body(r, t);
+        munmap((void *)(uintptr_t)t, CV_ANS_BYTES);
+        close(fd);
+    }
+    cv_run_free(r);
+}
+
 static void test_table(void) {
     struct cv_run *r = cv_run_new("/bin/true");
     cv_answers_put(r, cv_answers_gens(r), "/lib", 0, "usr/lib", 7);
@@ -249,14 +262,7 @@ static long listing(const struct cv_ans_head *t, const struct cv_ans_id *id, int
     return cv_ans_listing(t, id, pos, now_ns(), out, cap, last);
 }
 
-static void test_listing(void) {
-    struct cv_run *r = cv_run_new("/bin/true");
-    int fd;
-    const struct cv_ans_head *t = map_table(r, &fd);
-    if (!t) {
-        cv_run_free(r);
-        return;
-    }
+static void test_listing(struct cv_run *r, const struct cv_ans_head *t) {
     char recs[256], out[256];
     size_t a = record(recs, 10, "a"), b = record(recs + a, 20, "bbbbbbbbb"), c = record(recs + a + b, 30, "c");
     size_t len = a + b + c;
@@ -299,9 +305,6 @@ static void test_listing(void) {
     cv_answers_put_listing(r, big, sizeof big);
     check(listing(t, &id, 0, sizeof out, out, &last) == -1, "overwritten: not served, though its record is good");
     check(cv_answers_put_listing(r, big, CV_ANS_LIST_MAX + 8) == UINT64_MAX, "a listing longer than the table keeps is not");
-    munmap((void *)(uintptr_t)t, CV_ANS_BYTES);
-    close(fd);
-    cv_run_free(r);
 }
 
 /* An entry's lstat, as published, by its directory's identity and its name. */
@@ -318,14 +321,7 @@ static void put(struct cv_run *r, uint64_t serial, const struct cv_ans_id *dir, 
     cv_answers_put_entry(r, serial, dir, name, &st, 0);
 }
 
-static void test_entries(void) {
-    struct cv_run *r = cv_run_new("/bin/true");
-    int fd;
-    const struct cv_ans_head *t = map_table(r, &fd);
-    if (!t) {
-        cv_run_free(r);
-        return;
-    }
+static void test_entries(struct cv_run *r, const struct cv_ans_head *t) {
     struct cv_ans_id dir = {7, 8, 9}, other = {7, 8, 10};
     uint64_t ino = 0, serial = cv_answers_serial(r);
     char name[32];
@@ -376,9 +372,6 @@ static void test_entries(void) {
     }
     check(!cv_ans_dir_get(t, "/usr/share/doc", 14, now_ns(), &got) && cv_ans_dir_get(t, "/d/4000", 7, now_ns(), &got),
           "the ring came round: the oldest path record is not served, a new one is");
-    munmap((void *)(uintptr_t)t, CV_ANS_BYTES);
-    close(fd);
-    cv_run_free(r);
 }
 
 static void test_watched(void) {
@@ -402,8 +395,8 @@ int main(void) {
     test_table();
     test_torn();
     test_copied();
-    test_listing();
-    test_entries();
+    with_table(test_listing);
+    with_table(test_entries);
     test_watched();
     printf("answers: %lu passed, %lu failed\n", passed, failed);
     return failed != 0;
