@@ -895,8 +895,9 @@ gtest("the answer table: a sandbox's table holds nothing of another sandbox's", 
 
 // The shim answers stat, getxattr and getdents64 from the entries and listings the supervisor
 // published of host directories (native/src/handlers/statpub.c). A directory that holds a
-// hidden name is never published: after every visible entry of one was looked up each way and
-// the directory listed, the table's bytes hold no hidden name, the listings leave it out, and
+// hidden name is never published: after missing names were probed in it (which publishes a
+// small directory), and after every visible entry of one was looked up each way and the
+// directory listed, the table's bytes hold no hidden name, the listings leave it out, and
 // it stays missing however it is asked (then it may be recorded, with the ENOENT it was given).
 const PUBLISHED_PY = String.raw`
 import errno, mmap, os, sys
@@ -905,6 +906,15 @@ def st(f):
     try: f(); return "OK"
     except OSError as e: return errno.errorcode[e.errno]
 control = os.path.join(tree, "sub")  # holds nothing hidden: published
+def table():
+    t = os.open("/.cvisor-answers", os.O_RDONLY)
+    return mmap.mmap(t, os.fstat(t).st_size, mmap.MAP_SHARED, mmap.PROT_READ)[:]
+# missing names probed in each, before any is listed: the control is published for the probes
+for d in (home, tree, control):
+    for n in ("nope-a", "nope-b", "nope-c"):
+        st(lambda: os.stat(os.path.join(d, n)))
+data = table()
+print("probed-holds-ssh", b".ssh" in data, "holds-readonly", b"readonly.txt" in data, "holds-control", b"nested.txt" in data)
 for d, visible in ((home, ["visible.txt"]), (tree, ["sub", "hello.txt", "link-to-hello"]), (control, ["nested.txt"])):
     fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
     os.chdir(d)
@@ -914,8 +924,7 @@ for d, visible in ((home, ["visible.txt"]), (tree, ["sub", "hello.txt", "link-to
                   st(lambda: os.stat(name, dir_fd=fd, follow_symlinks=False)), st(lambda: os.lstat(name)),
                   st(lambda: os.getxattr(os.path.join(d, name), "security.selinux", follow_symlinks=False)))
     print("lists", os.path.basename(d), sorted(n for n in os.listdir(d) if n in (".ssh", "readonly.txt", "nested.txt")))
-t = os.open("/.cvisor-answers", os.O_RDONLY)
-data = mmap.mmap(t, os.fstat(t).st_size, mmap.MAP_SHARED, mmap.PROT_READ)[:]
+data = table()
 print("holds-ssh", b".ssh" in data, "holds-readonly", b"readonly.txt" in data, "holds-control", b"nested.txt" in data)
 for d, hidden in ((home, ".ssh"), (tree, "readonly.txt")):
     fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
@@ -943,6 +952,7 @@ gtest("published stat records: no directory holding a hidden name is published",
     [`lists ${base(home)} []`, `lists ${base(fx.p())} []`, "lists sub ['nested.txt']"],
     show(r),
   );
+  assert.match(r.out, /^probed-holds-ssh False holds-readonly False holds-control True$/m, show(r));
   assert.match(r.out, /^holds-ssh False holds-readonly False holds-control True$/m, show(r));
   assert.match(r.out, /^\.ssh ENOENT ENOENT ENOENT ENOENT ENOENT$/m, show(r));
   assert.match(r.out, /^readonly\.txt ENOENT ENOENT ENOENT ENOENT ENOENT$/m, show(r));

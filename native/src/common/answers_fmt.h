@@ -286,9 +286,15 @@ static inline uint32_t cv_ans_ring_num(uint32_t way, uint32_t hash, uint32_t n) 
     return !way || ((way ^ hash) & ~CV_ANS_RING_NUM_MASK) || num >= n ? UINT32_MAX : num;
 }
 
+/* The record of `size` bytes an index way names for hash in the ring of n at `at`: NULL as above. */
+static inline void *cv_ans_ring_at(const struct cv_ans_head *t, uint64_t at, uint32_t size, uint32_t n, uint32_t way,
+                                   uint32_t hash) {
+    uint32_t num = cv_ans_ring_num(way, hash, n);
+    return num == UINT32_MAX ? NULL : (char *)(uintptr_t)t + at + (uint64_t)num * size;
+}
+
 static inline struct cv_ans_dir *cv_ans_dir_at(const struct cv_ans_head *t, uint32_t way, uint32_t hash) {
-    uint32_t num = cv_ans_ring_num(way, hash, CV_ANS_DIRS_RING);
-    return num == UINT32_MAX ? NULL : (struct cv_ans_dir *)(void *)((char *)(uintptr_t)t + CV_ANS_DIRS_AT) + num;
+    return cv_ans_ring_at(t, CV_ANS_DIRS_AT, sizeof(struct cv_ans_dir), CV_ANS_DIRS_RING, way, hash);
 }
 
 static inline struct cv_ans_did *cv_ans_did_set(const struct cv_ans_head *t, uint32_t hash) {
@@ -297,8 +303,7 @@ static inline struct cv_ans_did *cv_ans_did_set(const struct cv_ans_head *t, uin
 }
 
 static inline struct cv_ans_ent *cv_ans_ent_at(const struct cv_ans_head *t, uint32_t way, uint32_t hash) {
-    uint32_t num = cv_ans_ring_num(way, hash, CV_ANS_ENTS);
-    return num == UINT32_MAX ? NULL : (struct cv_ans_ent *)(void *)((char *)(uintptr_t)t + CV_ANS_ENTS_AT) + num;
+    return cv_ans_ring_at(t, CV_ANS_ENTS_AT, sizeof(struct cv_ans_ent), CV_ANS_ENTS, way, hash);
 }
 
 static inline int cv_ans_young(uint64_t born, uint64_t now) { return now >= born && now - born < CV_ANS_TTL_NS; }

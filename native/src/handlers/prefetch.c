@@ -91,14 +91,15 @@ static int held(const struct cv_pf_ask *ask, uint64_t dev, uint64_t ino) {
  * own), or fd itself (given: a file), closed when it cannot be kept. */
 static void keep(struct walk *w, int fd, const struct statx *st, int given) {
     uint64_t dev = makedev(st->stx_dev_major, st->stx_dev_minor);
-    int i = 0, copy = -1;
-    while (i < w->nfound && (w->found[i].dev != dev || w->found[i].ino != st->stx_ino)) i++;
-    if (i == w->nfound && w->nfound < CV_PF_SLOTS + 1) copy = given ? fd : fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    int had = 0;
+    for (int i = 0; i < w->nfound && !had; i++) had = w->found[i].dev == dev && w->found[i].ino == st->stx_ino;
+    int copy = had || w->nfound == CV_PF_SLOTS + 1 ? -1 : given ? fd : fcntl(fd, F_DUPFD_CLOEXEC, 0);
     if (copy >= 0) {
         w->found[w->nfound++] = (struct found){copy, dev, st->stx_ino};
         w->want--;
-    } else if (i == w->nfound)
-        w->want = 0;
+    } else if (!had) {
+        w->want = 0; /* no room, or no fd */
+    }
     if (given && copy < 0) close(fd);
 }
 

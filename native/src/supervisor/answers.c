@@ -179,8 +179,9 @@ static void *ring_open(struct cv_answers *a, struct ring *g, uint32_t hash, int 
     uint32_t oldest = 0;
     *way = 0;
     for (uint32_t w = 0; w < CV_ANS_WAYS; w++) {
-        uint32_t age = ways[w] ? g->written - at[w] : UINT32_MAX, num = cv_ans_ring_num(ways[w], hash, g->n);
-        if (age < g->n && num != UINT32_MAX && same((char *)a->head + g->records + (uint64_t)num * g->size, key)) {
+        uint32_t age = ways[w] ? g->written - at[w] : UINT32_MAX;
+        const void *old = age < g->n ? cv_ans_ring_at(a->head, g->records, g->size, g->n, ways[w], hash) : NULL;
+        if (old && same(old, key)) {
             *way = w;
             break;
         }
